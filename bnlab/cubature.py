@@ -1,0 +1,107 @@
+"""Cubature rules for Gaussian expectations E_{N(m, C)}[g(f)].
+
+A rule is a set of unit sigma points x_i (P, D) and weights w_i (P,) with Σ w_i = 1
+for the standard normal; the points for N(m, C) are f_i = m + L x_i with L = chol(C)
+(Wilkinson et al. 2023, §5). Derivatives with respect to m (and C) are taken by
+automatic differentiation *through* the rule, so they are the exact derivatives of
+the cubature approximation (notes/bayes-newton.md §8 item 8).
+
+- Gauss–Hermite: tensor product of the 1-D rule of the caller's order (order^D points).
+- Unscented: the 3rd-order (2D + 1 points, cubature-Kalman) and the 5th-order fully
+  symmetric rule of McNamee & Stenger (1967) with 2D² + 1 points.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import logsumexp
+
+__all__ = ["Rule", "gauss_hermite", "unscented", "make_rule", "expectation",
+           "log_expectation_exp", "sigma_points"]
+
+
+class Rule(NamedTuple):
+    points: jnp.ndarray   # (P, D) unit sigma points
+    weights: jnp.ndarray  # (P,) summing to one
+
+
+def gauss_hermite(order: int = 20, dim: int = 1) -> Rule:
+    """Tensor-product Gauss–Hermite rule for N(0, I_dim), exact for polynomials of
+    degree ≤ 2·order − 1 in each coordinate."""
+    if order < 1:
+        raise ValueError(f"Gauss–Hermite order must be ≥ 1, got {order}")
+    x, w = np.polynomial.hermite.hermgauss(order)
+    x, w = np.sqrt(2.0) * x, w / np.sqrt(np.pi)
+    grids = np.meshgrid(*([x] * dim), indexing="ij")
+    wgrids = np.meshgrid(*([w] * dim), indexing="ij")
+    points = np.stack([g.ravel() for g in grids], -1)
+    weights = np.prod(np.stack([g.ravel() for g in wgrids], -1), -1)
+    return Rule(jnp.asarray(points), jnp.asarray(weights))
+
+
+def unscented(order: int = 3, dim: int = 1) -> Rule:
+    """Symmetric unscented / sigma-point rules of degree 3 or 5 for N(0, I_dim)."""
+    if order == 3:
+        eye = np.eye(dim) * np.sqrt(dim)
+        points = np.concatenate([eye, -eye])
+        weights = np.full(2 * dim, 1.0 / (2 * dim))
+        return Rule(jnp.asarray(points), jnp.asarray(weights))
+    if order != 5:
+        raise ValueError(f"unscented rule order must be 3 or 5, got {order}")
+    # McNamee & Stenger (1967), generators u = √3, I2 = I22 = 1, I4 = 3
+    u, I2, I4, I22, D = np.sqrt(3.0), 1.0, 3.0, 1.0, dim
+    A0 = 1.0 - D * (I2 / I4) ** 2 * (I4 - 0.5 * (D - 1) * I22)
+    A1 = 0.5 * (I2 / I4) ** 2 * (I4 - (D - 1) * I22)
+    A2 = 0.25 * (I2 / I4) ** 2 * I22
+    pts, wts = [np.zeros(D)], [A0]
+    for i in range(D):
+        for s in (1, -1):
+            p = np.zeros(D)
+            p[i] = s * u
+            pts.append(p)
+            wts.append(A1)
+    for i in range(D):
+        for j in range(i + 1, D):
+            for si in (1, -1):
+                for sj in (1, -1):
+                    p = np.zeros(D)
+                    p[i], p[j] = si * u, sj * u
+                    pts.append(p)
+                    wts.append(A2)
+    return Rule(jnp.asarray(np.array(pts)), jnp.asarray(np.array(wts)))
+
+
+def make_rule(kind: str = "gauss_hermite", order: int = 20, dim: int = 1) -> Rule:
+    """Rule by name: ``"gauss_hermite"`` (any order) or ``"unscented"`` (3 or 5)."""
+    if kind == "gauss_hermite":
+        return gauss_hermite(order, dim)
+    if kind == "unscented":
+        return unscented(order, dim)
+    raise ValueError(f"unknown cubature rule {kind!r}; use 'gauss_hermite' or 'unscented'")
+
+
+def _chol(cov):
+    cov = 0.5 * (cov + cov.T)
+    return jnp.linalg.cholesky(cov)
+
+
+def sigma_points(rule: Rule, mean, cov):
+    """Points f_i = m + L x_i for one D-dimensional Gaussian (mean (D,), cov (D, D))."""
+    return mean[None, :] + rule.points @ _chol(cov).T
+
+
+def expectation(g, rule: Rule, mean, cov):
+    """E_{N(mean, cov)}[g(f)] for g mapping (D,) → array."""
+    f = sigma_points(rule, mean, cov)
+    vals = jax.vmap(g)(f)
+    return jnp.tensordot(rule.weights, vals, axes=1)
+
+
+def log_expectation_exp(logg, rule: Rule, mean, cov):
+    """log E_{N(mean, cov)}[exp(logg(f))] by log-sum-exp (no clamping of small values)."""
+    f = sigma_points(rule, mean, cov)
+    return logsumexp(jax.vmap(logg)(f) + jnp.log(rule.weights))
+

@@ -1,0 +1,181 @@
+"""The inference loop shared by every site method and model: init / step / run.
+
+One iteration (Wilkinson et al. 2023, Alg. 1–3):
+  1. the method maps the likelihood and the current marginals to per-site (J, H);
+  2. the damped site update of eq. (9) (sites whose update is not valid — a non-PD
+     cavity — keep their value);
+  3. the model's global update gives the new marginals and log_norm;
+  4. the method's energy is evaluated at the new state.
+If the new posterior is not positive definite the step is *rejected*: the state stays
+at the last PSD iterate, the iteration is recorded with ``posterior_psd = False`` and
+the run stops as diverged (the paper reports such methods at their "last stable step").
+
+Everything is a pure function of (params, X, y, settings, state), so it jit-compiles
+and vmaps over hyperparameters. ``Engine`` objects are cached per (model structure,
+method, cubature), so repeated calls reuse compiled code.
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from . import cubature
+from .energies import energy as compute_energy
+from .methods.base import LocalInput, inv_small
+from .methods.registry import build_method
+from .models import structure_module
+from .sites import (Marginals, Sites, damped_update, init_sites, max_relative_change,
+                    min_eigenvalue)
+
+__all__ = ["Settings", "State", "StepInfo", "Trace", "Engine", "get_engine"]
+
+
+class Settings(NamedTuple):
+    alpha: Any   # Power-EP power (ignored by non-PEP methods)
+    rho: Any     # damping ρ ∈ (0, 1]
+    tol: Any     # convergence: max relative site change < tol
+
+
+class State(NamedTuple):
+    prior: Any
+    sites: Sites
+    marginals: Marginals
+    aux: Any
+    energy: jnp.ndarray
+
+
+class StepInfo(NamedTuple):
+    energy: jnp.ndarray            # the method's energy after the step (log p(y) approx.)
+    step_size: jnp.ndarray         # ρ used
+    max_change: jnp.ndarray        # max relative site change
+    posterior_psd: jnp.ndarray     # posterior covariance PD after the step
+    cavity_psd: jnp.ndarray        # every cavity (power α; 1 for non-PEP) PD
+    min_site_precision: jnp.ndarray
+    min_cavity_precision: jnp.ndarray
+    accepted: jnp.ndarray          # False when the step was rejected (non-PD posterior)
+
+    @property
+    def psd(self):
+        return self.posterior_psd & self.cavity_psd
+
+
+class Trace(NamedTuple):
+    """Per-iteration records (arrays of length max_iters; unused tail is NaN/False)."""
+    energy: Any
+    step_size: Any
+    max_change: Any
+    posterior_psd: Any
+    cavity_psd: Any
+    min_site_precision: Any
+    min_cavity_precision: Any
+
+    @property
+    def psd(self):
+        """One PSD flag per iteration: posterior and every cavity positive definite."""
+        return self.posterior_psd & self.cavity_psd
+
+
+def _cavity_min_precision(marg: Marginals, sites: Sites, alpha):
+    P = jax.vmap(inv_small)(marg.cov)
+    return min_eigenvalue(P - alpha * sites.prec)
+
+
+class Engine:
+    """Compiled init / step / run for one (model, method, cubature) combination."""
+
+    def __init__(self, model, method_name, rule_spec, options):
+        self.model = model
+        self.lik = model.likelihood
+        self.rule = cubature.make_rule(rule_spec[0], rule_spec[1], model.num_latents)
+        self.method = build_method(method_name, self.lik, self.rule, **dict(options))
+        self.structure = structure_module(model)
+        self.init = jax.jit(self.init_pure)
+        self.step = jax.jit(self.step_pure)
+        self.run = jax.jit(self.run_pure, static_argnames=("max_iters",))
+
+    # -- pure functions (compose them under vmap / grad) --------------------------------
+    def _alpha(self, settings):
+        return settings.alpha if self.method.uses_alpha else jnp.asarray(1.0)
+
+    def _energy(self, params, y, marg, sites, settings):
+        return compute_energy(self.method.energy, self.lik, self.rule, params["likelihood"],
+                              y, marg, sites, self._alpha(settings))
+
+    def init_pure(self, params, X, y, settings, sites=None) -> State:
+        prior = self.structure.prepare(self.model, params, X)
+        if sites is None:
+            sites = init_sites(X.shape[0], self.model.num_latents)
+        marg = self.structure.marginals(prior, sites)
+        aux = self.method.init_aux(X.shape[0], self.model.num_latents)
+        return State(prior, sites, marg, aux, self._energy(params, y, marg, sites, settings))
+
+    def step_pure(self, params, X, y, settings, state: State):
+        alpha = self._alpha(settings)
+        marg, sites = state.marginals, state.sites
+        N = y.shape[0]
+        inp = LocalInput(params["likelihood"], y, marg.mean, marg.cov, marg.cond_var,
+                         sites.nat1, sites.prec, jnp.broadcast_to(alpha, (N,)),
+                         jnp.broadcast_to(settings.rho, (N,)), state.aux)
+        axes = LocalInput(None, *([0] * (len(LocalInput._fields) - 1)))
+        upd, aux = jax.vmap(self.method.local, in_axes=(axes,))(inp)
+        proposal = damped_update(sites, upd.J, upd.H, upd.mean, settings.rho)
+        keep = upd.ok
+        new_sites = Sites(jnp.where(keep[:, None], proposal.nat1, sites.nat1),
+                          jnp.where(keep[:, None, None], proposal.prec, sites.prec))
+        new_marg = self.structure.marginals(state.prior, new_sites)
+        accepted = new_marg.psd & jnp.all(jnp.isfinite(new_marg.mean))
+        new_energy = self._energy(params, y, new_marg, new_sites, settings)
+        new_state = State(state.prior, new_sites, new_marg, aux, new_energy)
+        out = jax.tree_util.tree_map(lambda a, b: jnp.where(accepted, a, b), new_state, state)
+        cav = _cavity_min_precision(out.marginals, out.sites, alpha)
+        info = StepInfo(
+            energy=jnp.where(accepted, new_energy, jnp.nan),
+            step_size=jnp.asarray(settings.rho, float),
+            max_change=max_relative_change(sites, new_sites),
+            posterior_psd=accepted,
+            cavity_psd=jnp.all(cav > 0) & jnp.all(upd.ok),
+            min_site_precision=jnp.min(min_eigenvalue(new_sites.prec)),
+            min_cavity_precision=jnp.min(cav),
+            accepted=accepted)
+        return out, info
+
+    def run_pure(self, params, X, y, settings, max_iters: int, sites=None):
+        """Iterate to convergence (or max_iters, or divergence). Returns
+        (state, trace, n_iters, converged, diverged)."""
+        state0 = self.init_pure(params, X, y, settings, sites)
+        nan = jnp.full(max_iters, jnp.nan)
+        false = jnp.zeros(max_iters, dtype=bool)
+        trace0 = Trace(nan, nan, nan, false, false, nan, nan)
+
+        def cond(carry):
+            _, _, i, converged, diverged = carry
+            return (i < max_iters) & ~converged & ~diverged
+
+        def body(carry):
+            state, trace, i, _, _ = carry
+            state, info = self.step_pure(params, X, y, settings, state)
+            trace = Trace(*(t.at[i].set(getattr(info, f)) for t, f in zip(trace, Trace._fields)))
+            converged = info.accepted & (info.max_change < settings.tol)
+            return state, trace, i + 1, converged, ~info.accepted
+
+        carry = (state0, trace0, jnp.asarray(0), jnp.asarray(False), jnp.asarray(False))
+        state, trace, n, converged, diverged = jax.lax.while_loop(cond, body, carry)
+        return state, trace, n, converged, diverged
+
+    def predict_pure(self, params, X, state: State, Xs):
+        return self.structure.predict(self.model, params, X, state.prior, state.sites,
+                                      state.marginals, Xs)
+
+
+_ENGINES: dict = {}
+
+
+def get_engine(model, method_name, rule_spec=("gauss_hermite", 20), options=()):
+    """The cached engine: models with the same structure (kernel types, likelihood type
+    and link) share compiled code, since every number lives in ``params``."""
+    key = (model.structure_key(), method_name, tuple(rule_spec), tuple(sorted(options)))
+    if key not in _ENGINES:
+        _ENGINES[key] = Engine(model, method_name, tuple(rule_spec), tuple(sorted(options)))
+    return _ENGINES[key]

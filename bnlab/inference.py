@@ -1,0 +1,123 @@
+"""``bnlab.infer``: the public entry point (DESIGN.md, "Public contract")."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .engine import Settings, State, Trace, get_engine
+from .methods.registry import check_method_name
+from .model import validate_inputs
+
+__all__ = ["infer", "InferenceResult", "validate_settings", "prepare_data"]
+
+
+def validate_settings(method, alpha, damping, max_iters, tol):
+    check_method_name(method)
+    if not (np.isfinite(alpha) and 0 < alpha <= 1):
+        raise ValueError(f"alpha (the Power-EP power) must lie in (0, 1], got {alpha}")
+    if method == "ep" and alpha != 1:
+        raise ValueError(f"method 'ep' is Power EP with α = 1; for α = {alpha} use method='pep'")
+    if not (np.isfinite(damping) and 0 < damping <= 1):
+        raise ValueError(f"damping ρ must lie in (0, 1], got {damping}")
+    if int(max_iters) < 1:
+        raise ValueError(f"max_iters must be at least 1, got {max_iters}")
+    if not (np.isfinite(tol) and tol > 0):
+        raise ValueError(f"tol must be positive, got {tol}")
+
+
+def prepare_data(model, X, y):
+    """Validated float arrays (X as (N, d), y as (N,)) with matching lengths."""
+    X = validate_inputs(X)
+    y = model.likelihood.validate_targets(y)
+    if X.shape[0] != y.shape[0]:
+        raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]} entries")
+    return jnp.asarray(X), jnp.asarray(y)
+
+
+class InferenceResult:
+    """Outcome of ``bnlab.infer``.
+
+    Attributes: ``log_marginal`` (the method's approximation of log p(y|θ)), ``trace``
+    (per-iteration energy, step size, site change and PSD flags), ``mean``/``cov``
+    (posterior marginals at the training inputs), ``sites``, ``n_iters``,
+    ``converged``, ``diverged`` (a step produced a non-PD posterior and was rejected:
+    the result is the last PSD iterate)."""
+
+    def __init__(self, engine, params, X, y, state: State, trace: Trace, n_iters,
+                 converged, diverged, method, settings):
+        self.engine, self.params, self.X, self.y = engine, params, X, y
+        self.state, self.method, self.settings = state, method, settings
+        n = int(n_iters)
+        self.n_iters = n
+        self.trace = Trace(*(np.asarray(t)[:n] for t in trace))
+        self.converged = bool(converged)
+        self.diverged = bool(diverged)
+        self.log_marginal = float(state.energy)
+        self.sites = state.sites
+        D = state.marginals.mean.shape[1]
+        self.mean = np.asarray(state.marginals.mean if D > 1 else state.marginals.mean[:, 0])
+        cov = state.marginals.cov + state.marginals.cond_var
+        self.cov = np.asarray(cov if D > 1 else cov[:, 0, 0])
+
+    @property
+    def model(self):
+        return self.engine.model
+
+    def predict(self, X_test):
+        """Latent predictive mean and variance at X_test ((Ns,) each for one latent;
+        (Ns, D) and (Ns, D, D) for D latents)."""
+        Xs = jnp.asarray(validate_inputs(X_test, "X_test"))
+        mean, cov = _predict(self.engine, self.params, self.X, self.state, Xs)
+        if mean.shape[1] == 1:
+            return np.asarray(mean[:, 0]), np.asarray(cov[:, 0, 0])
+        return np.asarray(mean), np.asarray(cov)
+
+    def log_predictive(self, X_test, y_test, reduce="mean"):
+        """log ∫ p(y*|f*) q(f*) df* per test point (``reduce="none"``) or their mean."""
+        Xs = jnp.asarray(validate_inputs(X_test, "X_test"))
+        ys = jnp.asarray(self.engine.lik.validate_targets(y_test))
+        if Xs.shape[0] != ys.shape[0]:
+            raise ValueError(f"X_test has {Xs.shape[0]} rows but y_test has {ys.shape[0]}")
+        lpd = np.asarray(_log_predictive(self.engine, self.params, self.X, self.state, Xs, ys))
+        return float(lpd.mean()) if reduce == "mean" else lpd
+
+    def __repr__(self):
+        status = "converged" if self.converged else ("diverged" if self.diverged else "not converged")
+        return (f"InferenceResult(method={self.method!r}, log_marginal={self.log_marginal:.6g}, "
+                f"iterations={self.n_iters}, {status})")
+
+
+def _predict(engine, params, X, state, Xs):
+    return jax.jit(engine.predict_pure)(params, X, state, Xs)
+
+
+def _log_predictive(engine, params, X, state, Xs, ys):
+    def lpd(params, X, state, Xs, ys):
+        mean, cov = engine.predict_pure(params, X, state, Xs)
+        lik, rule = engine.lik, engine.rule
+        return jax.vmap(lambda y, m, C: lik.log_predictive(params["likelihood"], y, m, C, rule))(
+            ys, mean, cov)
+    return jax.jit(lpd)(params, X, state, Xs, ys)
+
+
+def infer(model, X, y, method="vi", *, alpha=1.0, damping=0.5, max_iters=200, tol=1e-8,
+          params=None, cubature=("gauss_hermite", 20), **options) -> InferenceResult:
+    """Run ``method`` on ``model`` to convergence.
+
+    ``params`` overrides the model's hyperparameters (a dict like
+    ``model.init_params()``); ``cubature`` is (rule, order) for the expectations;
+    ``options`` are method options (``base`` for 'heuristic', ``qn_damping`` ξ,
+    ``covariance`` … for 'gkl')."""
+    validate_settings(method, alpha, damping, max_iters, tol)
+    X, y = prepare_data(model, X, y)
+    if params is None:
+        params = model.init_params()
+    if method == "gkl":
+        from .methods.gkl import infer_gkl
+        return infer_gkl(model, X, y, params=params, max_iters=max_iters, tol=tol,
+                         cubature=cubature, **options)
+    engine = get_engine(model, method, cubature, tuple(options.items()))
+    settings = Settings(jnp.asarray(float(alpha)), jnp.asarray(float(damping)), jnp.asarray(float(tol)))
+    state, trace, n, converged, diverged = engine.run(params, X, y, settings, max_iters=int(max_iters))
+    return InferenceResult(engine, params, X, y, state, trace, n, converged, diverged, method, settings)

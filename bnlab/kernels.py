@@ -1,0 +1,141 @@
+"""Covariance functions k(x, x').
+
+Every kernel is a small configuration object holding its *default* hyperparameters;
+the numbers themselves travel separately as a dict pytree (``kernel.init_params()``)
+so that every computation is a pure function of ``params`` and can be jit-compiled,
+differentiated and vmapped over hyperparameter grids.
+
+Parameters (all positive):
+- ``lengthscale``: scalar (isotropic) or a vector with one entry per input dimension
+  (ARD, automatic relevance determination);
+- ``variance``: the signal variance σ² = k(x, x);
+- ``period`` (periodic kernel only).
+
+Rasmussen & Williams (2006), eqs. 4.14 (Matérn), 4.9 (RBF), 4.31 (periodic, MacKay).
+"""
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["Kernel", "Matern12", "Matern32", "Matern52", "RBF", "Periodic", "KERNELS"]
+
+
+def _scaled_sqdist(X1, X2, lengthscale):
+    """Squared Euclidean distance between rows of X1/ℓ and X2/ℓ (ℓ scalar or ARD)."""
+    A = X1 / lengthscale
+    B = X2 / lengthscale
+    sq = (jnp.sum(A**2, -1)[:, None] + jnp.sum(B**2, -1)[None, :] - 2.0 * A @ B.T)
+    return jnp.maximum(sq, 0.0)
+
+
+def _scaled_dist(X1, X2, lengthscale):
+    """Euclidean distance r = |x - x'|/ℓ with a gradient that is finite at r = 0."""
+    sq = _scaled_sqdist(X1, X2, lengthscale)
+    safe = jnp.where(sq > 1e-30, sq, 1.0)
+    return jnp.where(sq > 1e-30, jnp.sqrt(safe), 0.0)
+
+
+class Kernel:
+    """Base class: a stationary kernel with ``lengthscale`` and ``variance``."""
+
+    name = "kernel"
+    #: True when the kernel has an exact finite state-space (SDE) form.
+    markovian = False
+
+    def __init__(self, lengthscale=1.0, variance=1.0):
+        self.lengthscale = np.asarray(lengthscale, dtype=float)
+        self.variance = float(variance)
+        if np.any(self.lengthscale <= 0) or self.variance <= 0:
+            raise ValueError(
+                f"{type(self).__name__}: lengthscale and variance must be positive, "
+                f"got lengthscale={lengthscale}, variance={variance}")
+
+    def init_params(self) -> dict:
+        return {"lengthscale": jnp.asarray(self.lengthscale),
+                "variance": jnp.asarray(self.variance)}
+
+    def correlation(self, params, X1, X2):
+        """k(x, x') / σ² as an (N1, N2) matrix."""
+        raise NotImplementedError
+
+    def __call__(self, params, X1, X2):
+        """The covariance matrix K(X1, X2)."""
+        return params["variance"] * self.correlation(params, X1, X2)
+
+    def diag(self, params, X):
+        """diag K(X, X) — σ² for every stationary kernel here."""
+        return jnp.full(X.shape[0], 1.0) * params["variance"]
+
+    def structure_key(self):
+        """What fixes the compiled computation: the kernel type and the ARD shape."""
+        return (type(self), self.lengthscale.shape)
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(lengthscale={self.lengthscale.tolist()}, "
+                f"variance={self.variance})")
+
+
+class Matern12(Kernel):
+    """Matérn-1/2 (exponential / Ornstein–Uhlenbeck): σ² exp(−r)."""
+
+    name = "matern12"
+    markovian = True
+
+    def correlation(self, params, X1, X2):
+        r = _scaled_dist(X1, X2, params["lengthscale"])
+        return jnp.exp(-r)
+
+
+class Matern32(Kernel):
+    """Matérn-3/2: σ² (1 + √3 r) exp(−√3 r)."""
+
+    name = "matern32"
+    markovian = True
+
+    def correlation(self, params, X1, X2):
+        r = jnp.sqrt(3.0) * _scaled_dist(X1, X2, params["lengthscale"])
+        return (1.0 + r) * jnp.exp(-r)
+
+
+class Matern52(Kernel):
+    """Matérn-5/2: σ² (1 + √5 r + 5r²/3) exp(−√5 r)."""
+
+    name = "matern52"
+    markovian = True
+
+    def correlation(self, params, X1, X2):
+        r = jnp.sqrt(5.0) * _scaled_dist(X1, X2, params["lengthscale"])
+        return (1.0 + r + r**2 / 3.0) * jnp.exp(-r)
+
+
+class RBF(Kernel):
+    """Squared exponential: σ² exp(−r²/2)."""
+
+    name = "rbf"
+
+    def correlation(self, params, X1, X2):
+        return jnp.exp(-0.5 * _scaled_sqdist(X1, X2, params["lengthscale"]))
+
+
+class Periodic(Kernel):
+    """MacKay's periodic kernel: σ² exp(−2 Σ_d sin²(π|x_d − x'_d|/p) / ℓ²)."""
+
+    name = "periodic"
+
+    def __init__(self, lengthscale=1.0, variance=1.0, period=1.0):
+        super().__init__(lengthscale, variance)
+        if period <= 0:
+            raise ValueError(f"Periodic: period must be positive, got {period}")
+        self.period = float(period)
+
+    def init_params(self):
+        return {**super().init_params(), "period": jnp.asarray(self.period)}
+
+    def correlation(self, params, X1, X2):
+        diff = X1[:, None, :] - X2[None, :, :]
+        s = jnp.sin(jnp.pi * diff / params["period"]) / params["lengthscale"]
+        return jnp.exp(-2.0 * jnp.sum(s**2, -1))
+
+
+KERNELS = {k.name: k for k in (Matern12, Matern32, Matern52, RBF, Periodic)}

@@ -1,0 +1,58 @@
+"""The protocol every site method follows, and small linear-algebra helpers."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, NamedTuple
+
+import jax.numpy as jnp
+
+__all__ = ["LocalInput", "LocalUpdate", "Method", "sym", "inv_small"]
+
+
+class LocalInput(NamedTuple):
+    """Everything a method sees about one data point n (vmapped over n)."""
+    lik_params: dict
+    y: jnp.ndarray          # ()       the observation
+    mean: jnp.ndarray       # (D,)     posterior marginal mean m_n
+    cov: jnp.ndarray        # (D, D)   posterior marginal covariance of the site variable
+    cond_var: jnp.ndarray   # (D, D)   extra variance of f_n given the site variable
+                            #          (K_nn − Q_nn for sparse GPs, zero otherwise)
+    nat1: jnp.ndarray       # (D,)     current site natural mean ν̄_n
+    prec: jnp.ndarray       # (D, D)   current site precision Λ̄_n
+    alpha: jnp.ndarray      # ()       Power-EP power (1 for non-PEP methods)
+    rho: jnp.ndarray        # ()       damping / step size
+    aux: Any                # per-site method state (BFGS matrices), or ()
+
+
+class LocalUpdate(NamedTuple):
+    J: jnp.ndarray          # (D,)
+    H: jnp.ndarray          # (D, D)
+    mean: jnp.ndarray       # (D,) the mean in "J − H m": posterior, or cavity for PEP
+    ok: jnp.ndarray         # () bool; False keeps the old site (e.g. non-PSD cavity)
+
+
+@dataclass(frozen=True, eq=False)
+class Method:
+    """A site method. ``local`` maps a LocalInput to (LocalUpdate, new aux)."""
+    name: str
+    energy: str                       # "laplace" | "vfe" | "pep"
+    local: Callable[[LocalInput], tuple]
+    psd_guaranteed: bool
+    uses_alpha: bool = False
+    init_aux: Callable[[int, int], Any] = lambda n, d: ()
+    description: str = ""
+
+
+def sym(A):
+    return 0.5 * (A + jnp.swapaxes(A, -1, -2))
+
+
+def inv_small(A):
+    """Inverse of a small symmetric D×D block (D = 1, 2 closed form)."""
+    D = A.shape[-1]
+    if D == 1:
+        return 1.0 / A
+    if D == 2:
+        a, b, c, d = A[0, 0], A[0, 1], A[1, 0], A[1, 1]
+        return jnp.array([[d, -b], [-c, a]]) / (a * d - b * c)
+    return jnp.linalg.inv(A)

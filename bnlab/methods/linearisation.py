@@ -1,0 +1,86 @@
+"""Posterior linearisation (statistical linear regression) site targets
+(Wilkinson et al. 2023, eqs. 28–31, 45, 46; García-Fernández et al. 2016/2019).
+
+SLR of ν(f) = E[y|f] under q(f_n) = N(m, C):
+    μ = E[ν],  Q = E[(f − m)(ν − μ)ᵀ],  S = E[(ν − μ)(ν − μ)ᵀ + Σ(f)],
+    A = QᵀC⁻¹ (= ∇_m μ by Stein's lemma),  Ω = S − QᵀC⁻¹Q.
+
+- ``pl``:     J = AᵀΩ⁻¹(y − μ), H = −AᵀΩ⁻¹A (Ω held fixed): the site is exactly the
+              linearised Gaussian likelihood N(y | A f + b, Ω).
+- ``pl2``:    L̄(m) = log N(y | μ(m), Ω(m)) differentiated *through* Ω (eq. 45), which
+              heteroscedastic models need.
+- ``pl2_gn``: J = ∇L̄, H = −∇Dᵀ∇D with D = Ω^{-½}(y − μ) (eq. 46); equals ``pl`` for
+              likelihoods whose Cov[y|f] does not vary with the mean.
+
+PL has no energy of its own; like BayesNewton we report the EP (α = 1) energy.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from .. import cubature
+from .base import LocalInput, LocalUpdate, inv_small
+
+__all__ = ["slr", "pl_local", "pl2_target", "pl2_local", "pl2_gn_local"]
+
+LOG2PI = float(jnp.log(2 * jnp.pi))
+
+
+def slr(lik, rule, lp, mean, cov):
+    """(μ (1,), A (1, D), Ω (1, 1)) of the statistical linear regression of ν(f)."""
+    f = cubature.sigma_points(rule, mean, cov)
+    nu, S = jax.vmap(lambda f_: lik.conditional_moments(lp, f_))(f)   # (P,1), (P,1,1)
+    w = rule.weights
+    mu = w @ nu
+    dnu = nu - mu
+    Q = jnp.einsum("p,pd,pk->dk", w, f - mean, dnu)                     # (D, 1)
+    Smat = jnp.einsum("p,pa,pb->ab", w, dnu, dnu) + jnp.tensordot(w, S, 1)
+    Cinv = inv_small(cov)
+    A = Q.T @ Cinv
+    Omega = Smat - Q.T @ Cinv @ Q
+    return mu, A, Omega
+
+
+def pl_local(lik, rule):
+    def local(inp: LocalInput):
+        mu, A, Om = slr(lik, rule, inp.lik_params, inp.mean, inp.cov + inp.cond_var)
+        Oinv = 1.0 / Om[0, 0]
+        J = A[0] * Oinv * (inp.y - mu[0])
+        H = -A.T @ A * Oinv
+        return LocalUpdate(J, H, inp.mean, jnp.array(True)), inp.aux
+    return local
+
+
+def pl2_target(lik, rule, inp: LocalInput, mean, cov):
+    """L̄ = log N(y | μ(m, C), Ω(m, C)) as a function of the marginal moments."""
+    mu, _, Om = slr(lik, rule, inp.lik_params, mean, cov + inp.cond_var)
+    return -0.5 * (LOG2PI + jnp.log(Om[0, 0]) + (inp.y - mu[0]) ** 2 / Om[0, 0])
+
+
+def pl2_local(lik, rule):
+    def local(inp: LocalInput):
+        L = lambda m: pl2_target(lik, rule, inp, m, inp.cov)
+        J, H = jax.grad(L)(inp.mean), jax.hessian(L)(inp.mean)
+        return LocalUpdate(J, H, inp.mean, jnp.array(True)), inp.aux
+    return local
+
+
+def pl2_gn_local(lik, rule):
+    """For likelihoods that are not of Gaussian form (discrete ones) Ω is held fixed
+    and log Z dropped, so PL2-GN reduces exactly to PL (notes §8 item 7)."""
+    def local(inp: LocalInput):
+        def whitened(m):
+            mu, _, Om = slr(lik, rule, inp.lik_params, m, inp.cov + inp.cond_var)
+            if not lik.gaussian_form:
+                Om = jax.lax.stop_gradient(Om)
+            return (inp.y - mu) / jnp.sqrt(Om[0, 0]), Om[0, 0]
+
+        def surrogate(m):
+            D, om = whitened(m)
+            log_z = -0.5 * jnp.log(om) if lik.gaussian_form else 0.0
+            return log_z - 0.5 * jnp.sum(D**2)
+        G = jax.jacfwd(lambda m: whitened(m)[0])(inp.mean)      # (1, D)
+        J = jax.grad(surrogate)(inp.mean)
+        return LocalUpdate(J, -G.T @ G, inp.mean, jnp.array(True)), inp.aux
+    return local

@@ -1,0 +1,63 @@
+"""Power EP site targets (Wilkinson et al. 2023, eqs. 20–22 and App. C).
+
+Cavity: q\\n ∝ q(f_n) / t_n^α, i.e. precision P\\ = C_nn⁻¹ − αΛ̄_n and natural mean
+C_nn⁻¹m_n − αν̄_n. With log Z(m\\) = log E_{q\\}[p(y_n|f)^α] (log-sum-exp cubature or a
+closed form), g = ∇ log Z and h = ∇² log Z at the cavity mean,
+
+    J = (g − h X⁻¹ g)/α,    H = (h − h X⁻¹ h)/α,    X = h + P\\,
+
+which is R g/α and R h/α with R = P\\(h + P\\)⁻¹ written symmetrically (the printed
+eq. 21 repeats a "−∇²…m\\" term: a typo; we follow App. C). In the site update the
+cavity mean replaces m. With α = 1 this is moment matching (EP); as α → 0, R → I and
+the step equals a VI step (Remark 4).
+
+A cavity that is not positive definite cannot be tilted: that site keeps its old
+value and the iteration is flagged (notes/bayes-newton.md §8 item 3).
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from ..sites import min_eigenvalue
+from .base import LocalInput, LocalUpdate, inv_small, sym
+
+__all__ = ["cavity", "log_tilted_normaliser", "pep_local", "pep_from_derivatives"]
+
+
+def cavity(mean, cov, nat1, prec, alpha):
+    """Cavity precision P\\, natural mean, covariance, mean and a PD flag. Where the
+    cavity is not PD the posterior marginal is substituted (so nothing downstream
+    sees NaN) and ``ok`` is False."""
+    P = inv_small(cov)
+    Pc = sym(P - alpha * prec)
+    hc = P @ mean - alpha * nat1
+    ok = min_eigenvalue(Pc) > 0
+    Pc_safe = jnp.where(ok, Pc, P)
+    Vc = sym(inv_small(Pc_safe))
+    mc = jnp.where(ok, Vc @ hc, mean)
+    return Pc_safe, Vc, mc, ok
+
+
+def log_tilted_normaliser(lik, rule, inp: LocalInput, mc, Vc):
+    """log E_{N(mc, Vc + cond_var)}[p(y_n | f)^α]."""
+    return lik.log_expected_power(inp.lik_params, inp.y, mc, Vc + inp.cond_var, inp.alpha, rule)
+
+
+def pep_from_derivatives(g, h, Pc, alpha):
+    X = h + Pc
+    hXinv = jnp.linalg.solve(X, h).T          # h X⁻¹ (X, h symmetric)
+    J = (g - hXinv @ g) / alpha
+    H = sym(h - hXinv @ h) / alpha
+    return J, H
+
+
+def pep_local(lik, rule):
+    def local(inp: LocalInput):
+        Pc, Vc, mc, ok = cavity(inp.mean, inp.cov, inp.nat1, inp.prec, inp.alpha)
+        logZ = lambda m: log_tilted_normaliser(lik, rule, inp, m, Vc)
+        g, h = jax.grad(logZ)(mc), jax.hessian(logZ)(mc)
+        J, H = pep_from_derivatives(g, h, Pc, inp.alpha)
+        ok = ok & jnp.all(jnp.isfinite(J)) & jnp.all(jnp.isfinite(H))
+        return LocalUpdate(J, H, mc, ok), inp.aux
+    return local

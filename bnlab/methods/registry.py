@@ -1,0 +1,95 @@
+"""Method names → site methods (DESIGN.md's list), with clear errors for the
+combinations that do not exist."""
+from __future__ import annotations
+
+from .base import Method
+from .linearisation import pl2_gn_local, pl2_local, pl_local
+from .newton import laplace_gn_local, laplace_local, taylor_local
+from .power_ep import pep_local
+from .quasi_newton import (B0_SCALE, PEP_B0_SCALE, bfgs_init, laplace_qn_local, moment_size,
+                           pep_qn_local, pl2_qn_local, vi_qn_local)
+from .riemannian import heuristic, riemannian
+from .variational import vi_gn_local, vi_local
+
+__all__ = ["METHOD_NAMES", "SITE_METHODS", "build_method", "HEURISTIC_BASES"]
+
+# name: (energy, psd_guaranteed, uses_alpha, description)
+SITE_METHODS = {
+    "laplace": ("laplace", False, False, "Newton on log p(y|f) at the mean (Laplace)"),
+    "laplace_gn": ("laplace", True, False, "Laplace with a Gauss–Newton Hessian"),
+    "laplace_qn": ("laplace", True, False, "Laplace with damped-BFGS Hessians"),
+    "laplace_riemann": ("laplace", False, False, "Laplace with the Riemannian PSD correction"),
+    "taylor": ("laplace", True, False, "Taylor linearisation (iterated EKS)"),
+    "vi": ("vfe", False, False, "natural-gradient variational inference (CVI)"),
+    "vi_gn": ("vfe", True, False, "variational Gauss–Newton"),
+    "vi_qn": ("vfe", True, False, "variational quasi-Newton (damped BFGS)"),
+    "vi_riemann": ("vfe", False, False, "VI with the Riemannian PSD correction"),
+    "ep": ("pep", False, True, "expectation propagation (Power EP with α = 1)"),
+    "pep": ("pep", False, True, "Power EP with power α"),
+    "pep_qn": ("pep", False, True, "Power EP with damped-BFGS tilted Hessians"),
+    "pep_riemann": ("pep", False, True, "Power EP with the Riemannian PSD correction"),
+    "pl": ("ep", True, False, "posterior linearisation (SLR)"),
+    "pl2": ("ep", False, False, "second-order posterior linearisation"),
+    "pl2_gn": ("ep", True, False, "second-order PL with a Gauss–Newton Hessian"),
+    "pl2_qn": ("ep", True, False, "second-order PL with damped-BFGS Hessians"),
+    "pl2_riemann": ("ep", False, False, "second-order PL with the Riemannian PSD correction"),
+    "heuristic": (None, True, False, "a base method with the heuristic diagonal PSD fix"),
+    "ep_like": ("ep", False, False, "VI sites scored by the EP energy (Li et al. 2023)"),
+}
+METHOD_NAMES = tuple(SITE_METHODS) + ("gkl",)
+HEURISTIC_BASES = ("laplace", "vi", "pep", "pl2")
+
+_NONEXISTENT = {
+    "pep_gn": "there is no Power-EP Gauss–Newton method: Bonnet's and Price's theorems do "
+              "not apply to the PEP surrogate target (Wilkinson et al. 2023, §5). Use "
+              "'pep_qn', 'pep_riemann' or method='heuristic' with base='pep'.",
+    "ep_gn": "there is no EP Gauss–Newton method (see 'pep_gn').",
+    "pl_gn": "PL already has a Gauss–Newton form (PSD); use 'pl', or 'pl2_gn'.",
+    "pl_qn": "use 'pl2_qn' (for likelihoods whose noise does not depend on f they coincide).",
+    "taylor_gn": "Taylor/EKS already is the generalised Gauss–Newton method; use 'taylor'.",
+}
+
+_LOCALS = {
+    "laplace": laplace_local, "laplace_gn": laplace_gn_local, "taylor": taylor_local,
+    "vi": vi_local, "vi_gn": vi_gn_local, "ep": pep_local, "pep": pep_local,
+    "pl": pl_local, "pl2": pl2_local, "pl2_gn": pl2_gn_local, "ep_like": vi_local,
+}
+_QN = {"laplace_qn": laplace_qn_local, "vi_qn": vi_qn_local, "pl2_qn": pl2_qn_local,
+       "pep_qn": pep_qn_local}
+
+
+def check_method_name(name: str):
+    if name in _NONEXISTENT:
+        raise ValueError(f"method {name!r}: {_NONEXISTENT[name]}")
+    if name not in METHOD_NAMES:
+        raise ValueError(f"unknown method {name!r}; choose one of {', '.join(METHOD_NAMES)}")
+
+
+def build_method(name: str, likelihood, rule, *, base: str = "vi", qn_damping: float = 0.5) -> Method:
+    """The site method ``name`` for ``likelihood`` with cubature ``rule``.
+
+    ``base`` picks the method the heuristic PSD fix wraps; ``qn_damping`` is ξ of the
+    damped BFGS update (the paper's experiments use 0.3–0.5)."""
+    check_method_name(name)
+    if name == "gkl":
+        raise ValueError("'gkl' optimises (m, C) directly and has no site update")
+    if name == "heuristic":
+        if base not in HEURISTIC_BASES:
+            raise ValueError(f"heuristic: base must be one of {HEURISTIC_BASES}, got {base!r}")
+        inner = build_method(base, likelihood, rule)
+        return Method("heuristic", inner.energy, heuristic(inner.local), True,
+                      inner.uses_alpha, inner.init_aux, f"heuristic {base}")
+    energy, psd, uses_alpha, description = SITE_METHODS[name]
+    if not 0 < qn_damping < 1:
+        raise ValueError(f"qn_damping ξ must lie in (0, 1), got {qn_damping}")
+    if name in _QN:
+        size = (lambda d: d) if name == "laplace_qn" else moment_size
+        scale = PEP_B0_SCALE if name == "pep_qn" else B0_SCALE
+        return Method(name, energy, _QN[name](likelihood, rule, qn_damping), psd, uses_alpha,
+                      bfgs_init(size, scale), description)
+    if name.endswith("_riemann"):
+        inner = build_method(name[: -len("_riemann")], likelihood, rule)
+        return Method(name, energy, riemannian(inner.local), psd, uses_alpha,
+                      inner.init_aux, description)
+    return Method(name, energy, _LOCALS[name](likelihood, rule), psd, uses_alpha,
+                  description=description)

@@ -1,0 +1,129 @@
+"""Full-GP global update (Wilkinson et al. 2023, eq. 10 / Alg. 1) in a stable form.
+
+Given the prior covariance K (ND×ND) and the sites (ν̄, Λ̄) the posterior is
+N(m, C) with C = (K⁻¹ + Λ̄)⁻¹ and m = C ν̄. K is never inverted. Two factorisations:
+
+* **W½ form** (one latent, every site precision λ_n ≥ 0 — always the case for
+  Laplace/VI/EP/PL on log-concave likelihoods): with s = √λ,
+  B = I + s sᵀ ∘ K = LLᵀ (Rasmussen & Williams, Alg. 3.2/3.5), V = L⁻¹ diag(s) K,
+  C = K − VᵀV, m = K(ν̄ − s ∘ B⁻¹(s ∘ Kν̄)), log|I + KΛ̄| = 2 Σ log L_ii.
+* **Prior-Cholesky form** (any sign of Λ̄, block-diagonal D×D sites): with
+  K = L_K L_Kᵀ, B = I + L_Kᵀ Λ̄ L_K = L_B L_Bᵀ, C = WᵀW with W = L_B⁻¹ L_Kᵀ. B is
+  positive definite exactly when the posterior is, so a failed Cholesky *is* the
+  PSD diagnostic (Sylvester: |B| = |I + KΛ̄|).
+
+Both give log_norm = log ∫ N(f|0, K) Π_n exp(ν̄_nᵀf_n − ½f_nᵀΛ̄_nf_n) df
+                  = ½ ν̄ᵀm − ½ log|I + KΛ̄|,
+which every energy builds on.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax.scipy.linalg import cho_solve, solve_triangular
+
+from ..sites import Marginals, Sites
+
+__all__ = ["FullPrior", "prepare", "marginals", "predict"]
+
+JITTER = 1e-9
+
+
+class FullPrior(NamedTuple):
+    K: jnp.ndarray        # (ND, ND) prior covariance of the stacked latents
+    chol_K: jnp.ndarray   # (ND, ND) Cholesky factor of K + jitter·mean(diag K)·I
+    num_latents: int = 1
+
+
+def prepare(model, params, X) -> FullPrior:
+    K = model.prior_covariance(params, X, X)
+    jitter = JITTER * jnp.mean(jnp.diag(K))
+    chol_K = jnp.linalg.cholesky(K + jitter * jnp.eye(K.shape[0]))
+    return FullPrior(K, chol_K, model.num_latents)
+
+
+def _block_diag_times(prec, M):
+    """Λ̄ M for block-diagonal Λ̄ given as (N, D, D) blocks and M of shape (ND, k)."""
+    N, D, _ = prec.shape
+    return jnp.einsum("nab,nbk->nak", prec, M.reshape(N, D, -1)).reshape(N * D, -1)
+
+
+def _marginals_sqrt(prior: FullPrior, sites: Sites) -> Marginals:
+    K = prior.K
+    lam = sites.prec[:, 0, 0]
+    nu = sites.nat1[:, 0]
+    s = jnp.sqrt(jnp.maximum(lam, 0.0))
+    L = jnp.linalg.cholesky(jnp.eye(K.shape[0]) + s[:, None] * K * s[None, :])
+    Knu = K @ nu
+    mean = Knu - K @ (s * cho_solve((L, True), s * Knu))
+    V = solve_triangular(L, s[:, None] * K, lower=True)
+    var = jnp.diag(K) - jnp.sum(V**2, 0)
+    log_norm = 0.5 * nu @ mean - jnp.sum(jnp.log(jnp.diag(L)))
+    psd = jnp.all(jnp.isfinite(L)) & jnp.all(var > 0)
+    return Marginals(mean[:, None], var[:, None, None], log_norm, psd,
+                     jnp.zeros((K.shape[0], 1, 1)))
+
+
+def _marginals_chol(prior: FullPrior, sites: Sites) -> Marginals:
+    N, D = sites.nat1.shape
+    Lk = prior.chol_K
+    B = jnp.eye(N * D) + Lk.T @ _block_diag_times(sites.prec, Lk)
+    LB = jnp.linalg.cholesky(0.5 * (B + B.T))
+    W = solve_triangular(LB, Lk.T, lower=True)                 # C = WᵀW
+    nu = sites.nat1.reshape(-1)
+    mean = W.T @ (W @ nu)
+    Wb = W.reshape(N * D, N, D)
+    cov = jnp.einsum("kna,knb->nab", Wb, Wb)
+    log_norm = 0.5 * nu @ mean - jnp.sum(jnp.log(jnp.diag(LB)))
+    psd = jnp.all(jnp.isfinite(LB))
+    return Marginals(mean.reshape(N, D), cov, log_norm, psd, jnp.zeros((N, D, D)))
+
+
+def _use_sqrt_form(sites: Sites):
+    return jnp.all(sites.prec[:, 0, 0] >= 0)
+
+
+def marginals(prior: FullPrior, sites: Sites) -> Marginals:
+    """Posterior marginals q(f_n) = N(m_n, C_nn) and log_norm for the given sites."""
+    if sites.nat1.shape[1] > 1:
+        return _marginals_chol(prior, sites)
+    return jax.lax.cond(_use_sqrt_form(sites), _marginals_sqrt, _marginals_chol, prior, sites)
+
+
+def _predict_sqrt(prior, sites, mean, Ks, kss):
+    s = jnp.sqrt(jnp.maximum(sites.prec[:, 0, 0], 0.0))
+    L = jnp.linalg.cholesky(jnp.eye(prior.K.shape[0]) + s[:, None] * prior.K * s[None, :])
+    V = solve_triangular(L, s[:, None] * Ks, lower=True)
+    return kss - jnp.sum(V**2, 0)[:, None, None]
+
+
+def _predict_chol(prior, sites, mean, Ks, kss):
+    N, D = sites.nat1.shape
+    Lk = prior.chol_K
+    B = jnp.eye(N * D) + Lk.T @ _block_diag_times(sites.prec, Lk)
+    LB = jnp.linalg.cholesky(0.5 * (B + B.T))
+    A = solve_triangular(Lk, Ks, lower=True)                    # L_K⁻¹ K(X, X*)
+    BA = solve_triangular(LB, A, lower=True)
+    Ns = Ks.shape[1] // D
+    Ab, BAb = A.reshape(-1, Ns, D), BA.reshape(-1, Ns, D)
+    return (kss - jnp.einsum("kna,knb->nab", Ab, Ab) + jnp.einsum("kna,knb->nab", BAb, BAb))
+
+
+def predict(model, params, X, prior: FullPrior, sites: Sites, marg: Marginals, Xs):
+    """Latent predictive mean (Ns, D) and covariance blocks (Ns, D, D) at Xs.
+
+    Uses K⁻¹m = ν̄ − Λ̄m (from m = (K⁻¹ + Λ̄)⁻¹ν̄), so no solve with K is needed for
+    the mean."""
+    D = sites.nat1.shape[1]
+    Ks = model.prior_covariance(params, X, Xs)                   # (ND, Ns·D)
+    kss = model.prior_variance(params, Xs)
+    alpha = sites.nat1 - jnp.einsum("nab,nb->na", sites.prec, marg.mean)
+    mean = (Ks.T @ alpha.reshape(-1)).reshape(-1, D)
+    if D > 1:
+        cov = _predict_chol(prior, sites, mean, Ks, kss)
+    else:
+        cov = jax.lax.cond(_use_sqrt_form(sites), _predict_sqrt, _predict_chol,
+                           prior, sites, mean, Ks, kss)
+    return mean, cov

@@ -3,10 +3,10 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-from . import cubature, kernels, likelihoods  # noqa: E402
+from . import cubature, datasets, kernels, likelihoods  # noqa: E402
 from .inference import InferenceResult, infer  # noqa: E402
 from .methods.registry import METHOD_NAMES  # noqa: E402
 from .model import GP  # noqa: E402
 
-__all__ = ["cubature", "kernels", "likelihoods", "GP", "infer", "InferenceResult",
+__all__ = ["cubature", "datasets", "kernels", "likelihoods", "GP", "infer", "InferenceResult",
            "METHOD_NAMES"]

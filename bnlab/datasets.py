@@ -1,0 +1,153 @@
+"""Data sets: synthetic 1-D presets (written by the project), scikit-learn's breast
+cancer, and user CSV files, each validated for the likelihood it is meant for.
+
+``load(name)`` returns a ``Dataset`` (X, y, X_test, y_test, likelihood name, notes).
+Synthetic sets are generated deterministically from a seed, so nothing is downloaded.
+"""
+from __future__ import annotations
+
+import io
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = ["Dataset", "load", "from_csv", "SYNTHETIC", "train_test_split"]
+
+
+class Dataset(NamedTuple):
+    X: np.ndarray
+    y: np.ndarray
+    X_test: np.ndarray
+    y_test: np.ndarray
+    likelihood: str       # the likelihood the data are meant for
+    description: str
+
+
+def train_test_split(X, y, test_fraction=0.25, seed=0):
+    rng = np.random.default_rng(seed)
+    idx = rng.permutation(len(y))
+    n_test = int(round(test_fraction * len(y)))
+    test, train = idx[:n_test], idx[n_test:]
+    return X[train], y[train], X[test], y[test]
+
+
+def _grid(n, lo, hi, seed):
+    rng = np.random.default_rng(seed)
+    return np.sort(rng.uniform(lo, hi, n))[:, None]
+
+
+def _classification_1d(n=100, seed=0):
+    """Probit classification on [−5, 5]: labels from sign(sin(x) + 0.3x + noise)."""
+    X = _grid(n, -5, 5, seed)
+    rng = np.random.default_rng(seed + 1)
+    f = 1.5 * np.sin(1.2 * X[:, 0]) + 0.3 * X[:, 0]
+    y = np.where(rng.uniform(size=n) < 0.5 * (1 + np.tanh(1.5 * f)), 1.0, -1.0)
+    return X, y
+
+
+def _counts_1d(n=120, seed=0):
+    X = _grid(n, 0, 10, seed)
+    rng = np.random.default_rng(seed + 1)
+    rate = np.exp(1.0 + np.sin(X[:, 0]))
+    return X, rng.poisson(rate).astype(float)
+
+
+def _robust_1d(n=80, seed=0):
+    """Smooth function with 10% gross outliers (for Student-t / Laplace likelihoods)."""
+    X = _grid(n, -4, 4, seed)
+    rng = np.random.default_rng(seed + 1)
+    y = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(n)
+    out = rng.uniform(size=n) < 0.1
+    y[out] += rng.choice([-1, 1], out.sum()) * rng.uniform(2, 4, out.sum())
+    return X, y
+
+
+def _heteroscedastic_1d(n=133, seed=0):
+    """Motorcycle-like: the noise level grows and shrinks along x."""
+    X = _grid(n, 0, 6, seed)
+    rng = np.random.default_rng(seed + 1)
+    sd = 0.05 + 0.6 * np.exp(-((X[:, 0] - 3) ** 2))
+    return X, np.sin(1.5 * X[:, 0]) + sd * rng.standard_normal(n)
+
+
+def _product_1d(n=200, seed=0):
+    """Amplitude demodulation: a carrier times a slowly varying positive envelope."""
+    X = np.linspace(0, 40, n)[:, None]
+    rng = np.random.default_rng(seed + 1)
+    carrier = np.cos(2 * np.pi * X[:, 0] / 5)
+    envelope = np.logaddexp(0, 1.5 * np.sin(X[:, 0] / 6))
+    return X, carrier * envelope + 0.1 * rng.standard_normal(n)
+
+
+def _regression_1d(n=60, seed=0):
+    X = _grid(n, -3, 3, seed)
+    rng = np.random.default_rng(seed + 1)
+    return X, np.sin(2 * X[:, 0]) + 0.2 * rng.standard_normal(n)
+
+
+SYNTHETIC = {
+    "classification_1d": (_classification_1d, "bernoulli", "1-D probit classification"),
+    "counts_1d": (_counts_1d, "poisson", "1-D Poisson counts, log-rate 1 + sin x"),
+    "robust_1d": (_robust_1d, "student_t", "1-D regression with 10% outliers"),
+    "heteroscedastic_1d": (_heteroscedastic_1d, "heteroscedastic", "1-D input-dependent noise"),
+    "product_1d": (_product_1d, "product", "1-D amplitude demodulation"),
+    "regression_1d": (_regression_1d, "gaussian", "1-D Gaussian regression"),
+}
+
+
+def _breast_cancer(seed=0):
+    from sklearn.datasets import load_breast_cancer
+    data = load_breast_cancer()
+    X = data.data
+    X = (X - X.mean(0)) / X.std(0)
+    y = np.where(data.target == 1, 1.0, -1.0)
+    return X, y
+
+
+def load(name: str, *, n=None, seed=0, test_fraction=0.25) -> Dataset:
+    """A named data set, split into train/test with ``seed``."""
+    if name == "breast_cancer":
+        X, y = _breast_cancer()
+        lik, desc = "bernoulli", "scikit-learn breast cancer (569 × 30, standardised, ±1 labels)"
+    elif name in SYNTHETIC:
+        make, lik, desc = SYNTHETIC[name]
+        X, y = make(seed=seed) if n is None else make(n=n, seed=seed)
+    else:
+        raise ValueError(f"unknown data set {name!r}; choose 'breast_cancer' or one of "
+                         f"{', '.join(SYNTHETIC)}, or load a CSV with from_csv()")
+    return Dataset(*train_test_split(X, y, test_fraction, seed), lik, desc)
+
+
+def from_csv(source, *, target=None, test_fraction=0.0, seed=0) -> Dataset:
+    """Read a CSV (path, text or bytes) with a header row; the column ``target``
+    (default: the last one) is y, every other column is an input. Errors name the
+    problem: no rows, non-numeric cells (with their rows), a missing target column."""
+    import pandas as pd
+    if isinstance(source, bytes):
+        source = io.BytesIO(source)
+    elif isinstance(source, str) and "\n" in source:
+        source = io.StringIO(source)
+    try:
+        frame = pd.read_csv(source)
+    except Exception as exc:  # pandas raises many types for malformed files
+        raise ValueError(f"could not read the CSV: {exc}") from exc
+    if frame.shape[0] == 0 or frame.shape[1] < 2:
+        raise ValueError(f"the CSV needs a header, at least one input column and a target "
+                         f"column, and at least one row; got shape {frame.shape}")
+    target = frame.columns[-1] if target is None else target
+    if target not in frame.columns:
+        raise ValueError(f"target column {target!r} not in the CSV columns {list(frame.columns)}")
+    numeric = frame.apply(pd.to_numeric, errors="coerce")
+    bad = numeric.isna() & frame.notna()
+    if bad.values.any():
+        rows = np.flatnonzero(bad.values.any(1))
+        raise ValueError(f"non-numeric values in CSV rows {rows[:10].tolist()} "
+                         f"(columns {list(frame.columns[bad.values.any(0)])})")
+    missing = numeric.isna().values.any(1)
+    if missing.any():
+        raise ValueError(f"empty cells in CSV rows {np.flatnonzero(missing)[:10].tolist()}")
+    y = numeric[target].to_numpy(float)
+    X = numeric.drop(columns=[target]).to_numpy(float)
+    if test_fraction > 0:
+        return Dataset(*train_test_split(X, y, test_fraction, seed), "unknown", "CSV upload")
+    return Dataset(X, y, X[:0], y[:0], "unknown", "CSV upload")

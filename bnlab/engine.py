@@ -51,7 +51,7 @@ class StepInfo(NamedTuple):
     step_size: jnp.ndarray         # ρ used
     max_change: jnp.ndarray        # max relative site change
     posterior_psd: jnp.ndarray     # posterior covariance PD after the step
-    cavity_psd: jnp.ndarray        # every cavity (power α; 1 for non-PEP) PD
+    cavity_psd: jnp.ndarray        # every cavity (power α; 1 for non-PEP) PD at the new state
     min_site_precision: jnp.ndarray
     min_cavity_precision: jnp.ndarray
     accepted: jnp.ndarray          # False when the step was rejected (non-PD posterior)
@@ -92,8 +92,11 @@ class Engine:
         self.method = build_method(method_name, self.lik, self.rule, **dict(options))
         self.structure = structure_module(model)
         self.init = jax.jit(self.init_pure)
+        self.propose = jax.jit(self.propose_pure)
         self.step = jax.jit(self.step_pure)
         self.run = jax.jit(self.run_pure, static_argnames=("max_iters",))
+        self.predict = jax.jit(self.predict_pure)
+        self.log_predictive = jax.jit(self.log_predictive_pure)
 
     # -- pure functions (compose them under vmap / grad) --------------------------------
     def _alpha(self, settings):
@@ -111,12 +114,13 @@ class Engine:
         aux = self.method.init_aux(X.shape[0], self.model.num_latents)
         return State(prior, sites, marg, aux, self._energy(params, y, marg, sites, settings))
 
-    def step_pure(self, params, X, y, settings, state: State):
-        alpha = self._alpha(settings)
+    def propose_pure(self, params, X, y, settings, state: State):
+        """The method's local updates and the damped site update (eq. 9), before the
+        global update. Returns (proposed sites, new aux, per-site ok flags)."""
         marg, sites = state.marginals, state.sites
         N = y.shape[0]
         inp = LocalInput(params["likelihood"], y, marg.mean, marg.cov, marg.cond_var,
-                         sites.nat1, sites.prec, jnp.broadcast_to(alpha, (N,)),
+                         sites.nat1, sites.prec, jnp.broadcast_to(self._alpha(settings), (N,)),
                          jnp.broadcast_to(settings.rho, (N,)), state.aux)
         axes = LocalInput(None, *([0] * (len(LocalInput._fields) - 1)))
         upd, aux = jax.vmap(self.method.local, in_axes=(axes,))(inp)
@@ -124,18 +128,23 @@ class Engine:
         keep = upd.ok
         new_sites = Sites(jnp.where(keep[:, None], proposal.nat1, sites.nat1),
                           jnp.where(keep[:, None, None], proposal.prec, sites.prec))
+        return new_sites, aux, upd.ok
+
+    def step_pure(self, params, X, y, settings, state: State):
+        """One iteration; a step whose posterior is not PD is rejected (state kept)."""
+        new_sites, aux, _ = self.propose_pure(params, X, y, settings, state)
         new_marg = self.structure.marginals(state.prior, new_sites)
         accepted = new_marg.psd & jnp.all(jnp.isfinite(new_marg.mean))
         new_energy = self._energy(params, y, new_marg, new_sites, settings)
         new_state = State(state.prior, new_sites, new_marg, aux, new_energy)
         out = jax.tree_util.tree_map(lambda a, b: jnp.where(accepted, a, b), new_state, state)
-        cav = _cavity_min_precision(out.marginals, out.sites, alpha)
+        cav = _cavity_min_precision(out.marginals, out.sites, self._alpha(settings))
         info = StepInfo(
             energy=jnp.where(accepted, new_energy, jnp.nan),
             step_size=jnp.asarray(settings.rho, float),
-            max_change=max_relative_change(sites, new_sites),
+            max_change=max_relative_change(state.sites, new_sites),
             posterior_psd=accepted,
-            cavity_psd=jnp.all(cav > 0) & jnp.all(upd.ok),
+            cavity_psd=jnp.all(cav > 0),
             min_site_precision=jnp.min(min_eigenvalue(new_sites.prec)),
             min_cavity_precision=jnp.min(cav),
             accepted=accepted)
@@ -165,8 +174,15 @@ class Engine:
         return state, trace, n, converged, diverged
 
     def predict_pure(self, params, X, state: State, Xs):
+        """Latent predictive mean (Ns, D) and covariance blocks (Ns, D, D)."""
         return self.structure.predict(self.model, params, X, state.prior, state.sites,
                                       state.marginals, Xs)
+
+    def log_predictive_pure(self, params, X, state: State, Xs, ys):
+        """log ∫ p(y*|f*) q(f*) df* per test point."""
+        mean, cov = self.predict_pure(params, X, state, Xs)
+        return jax.vmap(lambda y_, m, C: self.lik.log_predictive(
+            params["likelihood"], y_, m, C, self.rule))(ys, mean, cov)
 
 
 _ENGINES: dict = {}

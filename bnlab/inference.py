@@ -1,7 +1,6 @@
 """``bnlab.infer``: the public entry point (DESIGN.md, "Public contract")."""
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -68,7 +67,7 @@ class InferenceResult:
         """Latent predictive mean and variance at X_test ((Ns,) each for one latent;
         (Ns, D) and (Ns, D, D) for D latents)."""
         Xs = jnp.asarray(validate_inputs(X_test, "X_test"))
-        mean, cov = _predict(self.engine, self.params, self.X, self.state, Xs)
+        mean, cov = self.engine.predict(self.params, self.X, self.state, Xs)
         if mean.shape[1] == 1:
             return np.asarray(mean[:, 0]), np.asarray(cov[:, 0, 0])
         return np.asarray(mean), np.asarray(cov)
@@ -79,26 +78,13 @@ class InferenceResult:
         ys = jnp.asarray(self.engine.lik.validate_targets(y_test))
         if Xs.shape[0] != ys.shape[0]:
             raise ValueError(f"X_test has {Xs.shape[0]} rows but y_test has {ys.shape[0]}")
-        lpd = np.asarray(_log_predictive(self.engine, self.params, self.X, self.state, Xs, ys))
+        lpd = np.asarray(self.engine.log_predictive(self.params, self.X, self.state, Xs, ys))
         return float(lpd.mean()) if reduce == "mean" else lpd
 
     def __repr__(self):
         status = "converged" if self.converged else ("diverged" if self.diverged else "not converged")
         return (f"InferenceResult(method={self.method!r}, log_marginal={self.log_marginal:.6g}, "
                 f"iterations={self.n_iters}, {status})")
-
-
-def _predict(engine, params, X, state, Xs):
-    return jax.jit(engine.predict_pure)(params, X, state, Xs)
-
-
-def _log_predictive(engine, params, X, state, Xs, ys):
-    def lpd(params, X, state, Xs, ys):
-        mean, cov = engine.predict_pure(params, X, state, Xs)
-        lik, rule = engine.lik, engine.rule
-        return jax.vmap(lambda y, m, C: lik.log_predictive(params["likelihood"], y, m, C, rule))(
-            ys, mean, cov)
-    return jax.jit(lpd)(params, X, state, Xs, ys)
 
 
 def infer(model, X, y, method="vi", *, alpha=1.0, damping=0.5, max_iters=200, tol=1e-8,

@@ -6,8 +6,8 @@ from .base import Method
 from .linearisation import pl2_gn_local, pl2_local, pl_local
 from .newton import laplace_gn_local, laplace_local, taylor_local
 from .power_ep import pep_local
-from .quasi_newton import (B0_SCALE, PEP_B0_SCALE, bfgs_init, laplace_qn_local, moment_size,
-                           pep_qn_local, pl2_qn_local, vi_qn_local)
+from .quasi_newton import (B0_SCALE, PEP_B0_SCALE, bfgs_init, laplace_qn_local, pep_qn_local,
+                           pl2_qn_local, vi_qn_local)
 from .riemannian import heuristic, riemannian
 from .variational import vi_gn_local, vi_local
 
@@ -83,10 +83,9 @@ def build_method(name: str, likelihood, rule, *, base: str = "vi", qn_damping: f
     if not 0 < qn_damping < 1:
         raise ValueError(f"qn_damping ξ must lie in (0, 1), got {qn_damping}")
     if name in _QN:
-        size = (lambda d: d) if name == "laplace_qn" else moment_size
         scale = PEP_B0_SCALE if name == "pep_qn" else B0_SCALE
         return Method(name, energy, _QN[name](likelihood, rule, qn_damping), psd, uses_alpha,
-                      bfgs_init(size, scale), description)
+                      bfgs_init(scale), description)
     if name.endswith("_riemann"):
         inner = build_method(name[: -len("_riemann")], likelihood, rule)
         return Method(name, energy, riemannian(inner.local), psd, uses_alpha,

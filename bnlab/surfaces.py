@@ -1,0 +1,364 @@
+"""Approximate log marginal likelihood surfaces over a grid of two hyperparameters.
+
+At every grid point θ the hyperparameters are fixed and each method is run to
+convergence; the surface records its energy (its approximation of log p(y|θ)) — as in
+Li, John & Solin (2023, §5.1, Fig. 2), where the grid is 21 × 21 over (log ℓ, log σ)
+and the values are divided by n.
+
+Batching: ``Engine.run_pure`` is vmapped over the grid points of a chunk (one jit
+compilation per method and chunk size; chunks are padded to a fixed size), chunks are
+processed one after another so memory stays bounded (each point holds a few N × N
+matrices), progress is reported and cancellation checked between chunks.
+
+Warm start (default): the grid is walked row by row along the *first* grid axis; each
+point starts from the converged sites of its neighbour in the previous row (the first
+row starts cold, from ``sites.init_sites``). Warm starting changes the path, not the
+fixed point, so converged values agree with ``bnlab.infer`` to the convergence
+tolerance; a point whose warm run diverges is re-run cold. With ``warm_start=False``
+every point is exactly ``bnlab.infer(model, X, y, method, params=θ, ...)``.
+
+The VI and EP-like surfaces share one run: 'ep_like' is the VI site iteration scored
+by the EP energy (Li et al. 2023, eq. 11), so both energies are read off the same
+converged sites. 'mcmc' is annealed importance sampling (``bnlab.mcmc``).
+"""
+from __future__ import annotations
+
+import threading
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import xarray as xr
+
+from .energies import energy as compute_energy
+from .engine import Settings, get_engine
+from .inference import prepare_data, validate_settings
+from .methods.registry import SITE_METHODS, check_method_name
+from .sites import init_sites
+
+__all__ = ["surface", "grid_axes", "point_params", "KERNEL_AXES", "LIKELIHOOD_AXES"]
+
+KERNEL_AXES = ("lengthscale", "variance", "period")
+LIKELIHOOD_AXES = ("noise", "df", "scale")
+SETTING_AXES = ("alpha",)
+MEMORY_BUDGET = 512 * 2**20        # bytes of N×N working matrices per chunk
+MATRICES_PER_POINT = 12            # K, chol K, B, L, V, … alive at once in one run
+
+
+def grid_axes(model, grid) -> list[tuple[str, np.ndarray]]:
+    """Validate ``grid`` (a dict of exactly two hyperparameter names → 1-D values) and
+    return it as [(name, float array), (name, float array)]."""
+    if not isinstance(grid, dict):
+        raise ValueError(f"grid must be a dict of two hyperparameter names to values, got {type(grid).__name__}")
+    if len(grid) != 2:
+        raise ValueError(f"grid must have exactly two axes, got {len(grid)}: {list(grid)}")
+    known = {k for kp in model.init_params()["kernel"] for k in kp}
+    known |= set(model.likelihood.init_params()) | set(SETTING_AXES)
+    axes = []
+    for name, values in grid.items():
+        if name not in known:
+            raise ValueError(f"unknown grid parameter {name!r} for {model!r}; "
+                             f"choose from {sorted(known)}")
+        v = np.asarray(values, dtype=float)
+        if v.ndim != 1 or v.size == 0:
+            raise ValueError(f"grid axis {name!r} must be a non-empty 1-D array, got shape {v.shape}")
+        if not np.all(np.isfinite(v)):
+            raise ValueError(f"grid axis {name!r} has NaN or infinite values")
+        if np.any(v <= 0):
+            raise ValueError(f"grid axis {name!r} must be positive (it is a scale, variance or "
+                             f"power), got minimum {v.min()}")
+        if name == "alpha" and np.any(v > 1):
+            raise ValueError(f"grid axis 'alpha' (Power-EP power) must lie in (0, 1], got max {v.max()}")
+        axes.append((name, v))
+    if axes[0][0] == axes[1][0]:
+        raise ValueError(f"the two grid axes must differ, got {axes[0][0]!r} twice")
+    return axes
+
+
+def point_params(base, names, theta):
+    """``base`` hyperparameters with the grid names set to ``theta`` (traceable).
+    Kernel names apply to every latent's kernel (an ARD lengthscale becomes isotropic)."""
+    kernels = [dict(kp) for kp in base["kernel"]]
+    lik = dict(base["likelihood"])
+    for name, value in zip(names, theta):
+        for kp in kernels:
+            if name in kp:
+                kp[name] = jnp.broadcast_to(value, jnp.shape(kp[name])).astype(float)
+        if name in lik:
+            lik[name] = jnp.asarray(value, float)
+    return {"kernel": kernels, "likelihood": lik}
+
+
+def _point_alpha(names, theta, alpha):
+    for name, value in zip(names, theta):
+        if name == "alpha":
+            return value
+    return alpha
+
+
+# ---- one batched solve per (engine, extra energies, grid names, sizes) --------------
+_SOLVERS: dict = {}
+
+
+def _solver(engine, extra, names, max_iters, with_test):
+    key = (engine, extra, names, max_iters, with_test)
+    if key in _SOLVERS:
+        return _SOLVERS[key]
+
+    def one(theta, warm_nat1, warm_prec, use_warm, base, X, y, alpha, rho, tol, Xs, ys):
+        params = point_params(base, names, theta)
+        settings = Settings(_point_alpha(names, theta, alpha), rho, tol)
+        cold = init_sites(X.shape[0], engine.model.num_latents)
+        sites = type(cold)(jnp.where(use_warm, warm_nat1, cold.nat1),
+                           jnp.where(use_warm, warm_prec, cold.prec))
+        state, trace, n, converged, diverged = engine.run_pure(params, X, y, settings,
+                                                               max_iters, sites)
+        last = jnp.maximum(n - 1, 0)
+        out = {"energy": state.energy, "iterations": n, "converged": converged,
+               "diverged": diverged,
+               "psd": trace.posterior_psd[last] & trace.cavity_psd[last],
+               "nat1": state.sites.nat1, "prec": state.sites.prec}
+        m = state.marginals
+        for kind in extra:
+            out[kind] = compute_energy(kind, engine.lik, engine.rule, params["likelihood"], y,
+                                       m, state.sites, 1.0)
+        if with_test:
+            out["lpd"] = jnp.mean(engine.log_predictive_pure(params, X, state, Xs, ys))
+        return out
+
+    batched = jax.jit(jax.vmap(one, in_axes=(0, 0, 0, 0) + (None,) * 8))
+    _SOLVERS[key] = batched
+    return batched
+
+
+def _default_chunk(n_points, N, D):
+    per_point = MATRICES_PER_POINT * 8 * (N * D) ** 2
+    return int(max(1, min(n_points, MEMORY_BUDGET // per_point)))
+
+
+def _chunks(shape, chunk_size, warm_start):
+    """Index blocks (flat, row-major) in processing order; with warm start a block
+    never spans two rows, so every block's warm sites come from finished blocks."""
+    n_rows, n_cols = shape
+    if not warm_start:
+        flat = np.arange(n_rows * n_cols)
+        return [flat[i:i + chunk_size] for i in range(0, flat.size, chunk_size)]
+    return [r * n_cols + np.arange(c, min(c + chunk_size, n_cols))
+            for r in range(n_rows) for c in range(0, n_cols, chunk_size)]
+
+
+def _is_cancelled(cancel):
+    if cancel is None:
+        return False
+    if isinstance(cancel, threading.Event):
+        return cancel.is_set()
+    return bool(cancel())
+
+
+def _site_groups(methods):
+    """Engine runs needed: 'vi' and 'ep_like' share the VI iteration."""
+    groups = {}
+    for m in methods:
+        run = "ep_like" if m in ("vi", "ep_like") and {"vi", "ep_like"} <= set(methods) else m
+        groups.setdefault(run, []).append(m)
+    return groups
+
+
+_ENERGY_OF = {"vi": "vfe", "ep_like": "ep"}
+
+
+def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, *,
+            X_test=None, y_test=None, params=None, alpha=1.0, damping=0.5, max_iters=200,
+            tol=1e-8, cubature=("gauss_hermite", 20), warm_start=True, chunk_size=None,
+            progress: Callable[[float], None] | None = None, cancel=None,
+            method_options=None, mcmc_options=None) -> xr.Dataset:
+    """Evaluate each method's approximate log marginal likelihood on a 2-D grid.
+
+    ``grid``: {name: values, name: values} over kernel hyperparameters (lengthscale,
+    variance, period), likelihood ones (noise, df, scale) or the PEP power ``alpha``.
+    ``methods``: any site method name, 'gkl' and 'mcmc'; ``alpha``, ``damping``,
+    ``max_iters``, ``tol``, ``cubature`` mean what they mean in ``bnlab.infer``.
+    ``method_options``: {method: {option: value}} (e.g. G-KL covariance structure);
+    ``mcmc_options``: keyword arguments of ``bnlab.mcmc.ais`` (temperatures, chains, seed).
+    ``progress(fraction)`` is called after every chunk; ``cancel`` (a threading.Event
+    or a callable returning True) stops between chunks, keeping finished values (NaN
+    elsewhere) and setting ``attrs["cancelled"] = 1``.
+
+    Returns an ``xarray.Dataset`` with dims (method, <axis 0>, <axis 1>) and variables
+    log_marginal, log_marginal_per_n, log_marginal_se (MCMC only), log_predictive (when a
+    test set is given), converged, diverged, psd, iterations.
+    """
+    if grid is None:
+        raise ValueError("grid is required: a dict of two hyperparameter names to values")
+    methods = list(methods)
+    if not methods:
+        raise ValueError("methods must name at least one method")
+    if len(set(methods)) != len(methods):
+        raise ValueError(f"methods has duplicates: {methods}")
+    for m in methods:
+        if m == "mcmc":
+            continue
+        check_method_name(m)
+        validate_settings(m, 1.0 if m == "ep" else alpha, damping, max_iters, tol)
+    axes = grid_axes(model, grid)
+    names = tuple(a[0] for a in axes)
+    shape = (axes[0][1].size, axes[1][1].size)
+    thetas = np.stack(np.meshgrid(axes[0][1], axes[1][1], indexing="ij"), -1).reshape(-1, 2)
+    X, y = prepare_data(model, X, y)
+    with_test = X_test is not None and y_test is not None
+    if with_test:
+        X_test, y_test = prepare_data(model, X_test, y_test)
+    base = model.init_params() if params is None else params
+    method_options = method_options or {}
+    N, D = X.shape[0], model.num_latents
+    chunk = int(chunk_size) if chunk_size is not None else _default_chunk(thetas.shape[0], N, D)
+    if chunk < 1:
+        raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
+
+    P = thetas.shape[0]
+    results = {m: _empty(P) for m in methods}
+    groups = _site_groups([m for m in methods if m not in ("gkl", "mcmc")])
+    blocks = _chunks(shape, chunk, warm_start)
+    total = len(blocks) * len(groups) + P * (("gkl" in methods) + ("mcmc" in methods))
+    done, cancelled = 0, False
+
+    def report(k=1):
+        nonlocal done
+        done += k
+        if progress is not None:
+            progress(min(1.0, done / max(total, 1)))
+
+    for run, members in groups.items():
+        if cancelled or _is_cancelled(cancel):
+            cancelled = True
+            break
+        engine = get_engine(model, run, cubature, tuple(method_options.get(run, {}).items()))
+        extra = tuple(_ENERGY_OF[m] for m in members if m != run)
+        solve = _solver(engine, extra, names, int(max_iters), with_test)
+        a = 1.0 if run == "ep" else float(alpha)
+        const = (base, X, y, jnp.asarray(a), jnp.asarray(float(damping)), jnp.asarray(float(tol)),
+                 X_test if with_test else jnp.zeros((1, X.shape[1])),
+                 y_test if with_test else jnp.zeros(1))
+        cancelled = _run_blocks(solve, const, thetas, blocks, shape, chunk, warm_start, N, D,
+                                results, run, members, extra, cancel, report)
+
+    for special in ("gkl", "mcmc"):
+        if special in methods and not cancelled:
+            runner = _run_gkl if special == "gkl" else _run_mcmc
+            cancelled = runner(model, X, y, X_test if with_test else None,
+                               y_test if with_test else None, base, names, thetas, results,
+                               cancel, report, method_options.get("gkl", {}), mcmc_options or {},
+                               max_iters, tol, cubature)
+    return _dataset(results, methods, axes, shape, N, with_test, cancelled, warm_start, model)
+
+
+def _empty(P):
+    return {"log_marginal": np.full(P, np.nan), "log_marginal_se": np.full(P, np.nan),
+            "log_predictive": np.full(P, np.nan), "converged": np.zeros(P, bool),
+            "diverged": np.zeros(P, bool), "psd": np.zeros(P, bool),
+            "iterations": np.zeros(P, int)}
+
+
+def _pad(idx, chunk):
+    return np.concatenate([idx, np.full(chunk - idx.size, idx[-1])]) if idx.size < chunk else idx
+
+
+def _run_blocks(solve, const, thetas, blocks, shape, chunk, warm_start, N, D, results, run,
+                members, extra, cancel, report):
+    n_cols = shape[1]
+    cold = init_sites(N, D)
+    nat1 = np.zeros((thetas.shape[0], N, D))
+    prec = np.zeros((thetas.shape[0], N, D, D))
+    ok = np.zeros(thetas.shape[0], bool)          # converged sites usable as a warm start
+    for idx in blocks:
+        if _is_cancelled(cancel):
+            return True
+        prev = idx - n_cols
+        use_warm = warm_start & (prev >= 0) & ok[np.maximum(prev, 0)]
+        w_nat1 = np.where(use_warm[:, None, None], nat1[np.maximum(prev, 0)], cold.nat1)
+        w_prec = np.where(use_warm[:, None, None, None], prec[np.maximum(prev, 0)], cold.prec)
+        out = _call(solve, const, thetas, idx, w_nat1, w_prec, use_warm, chunk)
+        retry = use_warm & out["diverged"]
+        if retry.any():            # a warm start can leave the basin: redo those cold
+            again = _call(solve, const, thetas, idx[retry], w_nat1[retry], w_prec[retry],
+                          np.zeros(retry.sum(), bool), chunk)
+            for k in out:
+                out[k][retry] = again[k]
+        nat1[idx], prec[idx] = out["nat1"], out["prec"]
+        ok[idx] = out["converged"] & ~out["diverged"]
+        for m in members:
+            r = results[m]
+            r["log_marginal"][idx] = out["energy"] if m == run else out[_ENERGY_OF[m]]
+            r["iterations"][idx] = out["iterations"]
+            r["converged"][idx] = out["converged"]
+            r["diverged"][idx] = out["diverged"]
+            r["psd"][idx] = out["psd"]
+            if "lpd" in out:
+                r["log_predictive"][idx] = out["lpd"]
+        report()
+    return False
+
+
+def _call(solve, const, thetas, idx, w_nat1, w_prec, use_warm, chunk):
+    k = idx.size
+    sel = _pad(np.arange(k), chunk)
+    out = solve(jnp.asarray(thetas[idx][sel]), jnp.asarray(w_nat1[sel]), jnp.asarray(w_prec[sel]),
+                jnp.asarray(use_warm[sel]), *const)
+    return {key: np.array(v)[:k] for key, v in out.items()}
+
+
+def _run_gkl(model, X, y, Xs, ys, base, names, thetas, results, cancel, report, options,
+             _mcmc, max_iters, tol, cubature):
+    """G-KL optimises (m, C) directly (bnlab.methods.gkl); evaluated point by point."""
+    from .inference import infer
+    r = results["gkl"]
+    for i, theta in enumerate(thetas):
+        if _is_cancelled(cancel):
+            return True
+        params = point_params(base, names, jnp.asarray(theta))
+        res = infer(model, X, y, method="gkl", params=params, max_iters=max_iters, tol=tol,
+                    cubature=cubature, **options)
+        r["log_marginal"][i] = res.log_marginal
+        r["iterations"][i], r["converged"][i] = res.n_iters, res.converged
+        r["diverged"][i], r["psd"][i] = res.diverged, not res.diverged
+        if Xs is not None:
+            r["log_predictive"][i] = res.log_predictive(Xs, ys)
+        report()
+    return False
+
+
+def _run_mcmc(model, X, y, Xs, ys, base, names, thetas, results, cancel, report, _gkl,
+              options, _max_iters, _tol, _cubature):
+    from .mcmc import ais_grid
+    out, cancelled = ais_grid(model, X, y, [point_params(base, names, jnp.asarray(t)) for t in thetas],
+                              X_test=Xs, y_test=ys, cancel=lambda: _is_cancelled(cancel),
+                              progress=report, **options)
+    r = results["mcmc"]
+    r["log_marginal"][:] = out["log_z"]
+    r["log_marginal_se"][:] = out["log_z_se"]
+    r["log_predictive"][:] = out["lpd"]
+    r["converged"][:] = np.isfinite(out["log_z"])
+    r["psd"][:] = np.isfinite(out["log_z"])
+    r["iterations"][:] = out["num_temps"]
+    return cancelled
+
+
+def _dataset(results, methods, axes, shape, N, with_test, cancelled, warm_start, model):
+    dims = ("method", axes[0][0], axes[1][0])
+    coords = {"method": methods, axes[0][0]: axes[0][1], axes[1][0]: axes[1][1]}
+
+    def stack(key):
+        return np.stack([results[m][key].reshape(shape) for m in methods])
+
+    lml = stack("log_marginal")
+    data = {"log_marginal": (dims, lml), "log_marginal_per_n": (dims, lml / N),
+            "converged": (dims, stack("converged")), "diverged": (dims, stack("diverged")),
+            "psd": (dims, stack("psd")), "iterations": (dims, stack("iterations"))}
+    if "mcmc" in methods:
+        data["log_marginal_se"] = (dims, stack("log_marginal_se"))
+    if with_test:
+        data["log_predictive"] = (dims, stack("log_predictive"))
+    attrs = {"n_train": int(N), "cancelled": int(cancelled), "warm_start": int(warm_start),
+             "model": repr(model)}
+    return xr.Dataset(data, coords=coords, attrs=attrs)

@@ -7,6 +7,10 @@ from . import cubature, datasets, kernels, likelihoods  # noqa: E402
 from .inference import InferenceResult, infer  # noqa: E402
 from .methods.registry import METHOD_NAMES  # noqa: E402
 from .model import GP  # noqa: E402
+from .model import SparseGP  # noqa: E402
+from .model import MarkovGP  # noqa: E402
+from . import mcmc  # noqa: E402
+from .surfaces import surface  # noqa: E402
 
-__all__ = ["cubature", "datasets", "kernels", "likelihoods", "GP", "infer", "InferenceResult",
-           "METHOD_NAMES"]
+__all__ = ["cubature", "datasets", "kernels", "likelihoods", "GP", "SparseGP", "MarkovGP", "infer", "InferenceResult",
+           "METHOD_NAMES", "surface", "mcmc"]

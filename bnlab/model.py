@@ -90,3 +90,116 @@ class GP:
 
     def __repr__(self):
         return f"{type(self).__name__}(kernel={self.kernels}, likelihood={self.likelihood!r})"
+
+
+class SparseGP(GP):
+    """Sparse (pseudo-point) GP: u = f(Z) at M inducing inputs per latent, and
+    q(f) = p(f_{≠u} | u) q(u) with q(u) ∝ p(u) Π_n t_n(W_n u), W = K_fu K_uu⁻¹
+    (Wilkinson et al. 2023 §8.2, eqs. 62–64; Bui et al. 2017, eq. 6 and App. F.1).
+
+    Z is given (``inducing=Z``), or chosen from the training inputs by
+    ``num_inducing=M`` with ``inducing_init`` "kmeans" or "random" (``seed``). Z
+    travels in ``params["inducing"]`` so it can be learned like a hyperparameter;
+    ``init_params()`` includes it when Z was given, ``init_params(X)`` chooses it
+    from X, and otherwise ``prepare`` chooses it from the training inputs.
+
+    ``posterior`` is the structure of q(f | u) = N(K_fu K_uu⁻¹u, D½ M D½) of
+    Bui & Titsias (2025): "svgp" (M = I; q(f|u) = p(f|u), which the site methods
+    use), "tpep" (M = m I), "diag" (diagonal M) or "block" (block-diagonal M with
+    ``block_size`` points per block). The structured forms are Gaussian-regression
+    objectives (``bnlab.sparse_bounds``, ``bnlab.sparse_training``).
+    """
+
+    structure = "sparse"
+    POSTERIORS = ("svgp", "tpep", "diag", "block")
+
+    def __init__(self, kernel, likelihood: Likelihood, inducing=None, num_inducing=None,
+                 inducing_init="kmeans", posterior="svgp", block_size=None, seed=0):
+        from .inducing import INDUCING_INITS, check_num_inducing
+        super().__init__(kernel, likelihood)
+        if (inducing is None) == (num_inducing is None):
+            raise ValueError("SparseGP needs exactly one of inducing=Z or num_inducing=M")
+        if inducing is not None:
+            inducing = validate_inputs(inducing, "inducing")
+            num_inducing = inducing.shape[0]
+        check_num_inducing(num_inducing)
+        if inducing_init not in INDUCING_INITS:
+            raise ValueError(f"inducing_init must be one of {INDUCING_INITS}, got {inducing_init!r}")
+        if posterior not in self.POSTERIORS:
+            raise ValueError(f"posterior must be one of {self.POSTERIORS}, got {posterior!r}")
+        if posterior == "block":
+            if block_size is None or int(block_size) != block_size or block_size < 1:
+                raise ValueError(f"posterior='block' needs a positive integer block_size, "
+                                 f"got {block_size!r}")
+            block_size = int(block_size)
+        elif block_size is not None:
+            raise ValueError(f"block_size only applies to posterior='block' (got posterior={posterior!r})")
+        self.inducing = inducing
+        self.num_inducing = int(num_inducing)
+        self.inducing_init = inducing_init
+        self.posterior = posterior
+        self.block_size = block_size
+        self.seed = int(seed)
+
+    def initial_inducing(self, X):
+        """Z for training inputs X: the given Z, or the ``inducing_init`` choice."""
+        if self.inducing is not None:
+            return jnp.asarray(self.inducing)
+        from .inducing import initial_inducing
+        return initial_inducing(jnp.asarray(X), self.num_inducing, self.inducing_init, self.seed)
+
+    def init_params(self, X=None) -> dict:
+        params = super().init_params()
+        if self.inducing is not None or X is not None:
+            params["inducing"] = self.initial_inducing(
+                None if X is None else validate_inputs(X))
+        return params
+
+    def inducing_inputs(self, params, X):
+        """Z used for training inputs X: ``params["inducing"]`` or chosen from X."""
+        Z = params["inducing"] if "inducing" in params else self.initial_inducing(X)
+        if Z.ndim != 2 or Z.shape[1] != X.shape[1]:
+            raise ValueError(f"inducing inputs have shape {Z.shape}; they need "
+                             f"{X.shape[1]} columns like X")
+        return Z
+
+    def structure_key(self):
+        return super().structure_key() + (self.num_inducing, self.inducing_init, self.seed,
+                                          self.posterior, self.block_size)
+
+    def __repr__(self):
+        return (f"SparseGP(kernel={self.kernels}, likelihood={self.likelihood!r}, "
+                f"num_inducing={self.num_inducing}, posterior={self.posterior!r})")
+
+
+class MarkovGP(GP):
+    """Markovian GP on one-dimensional inputs: each latent's Matérn kernel is written as
+    a linear SDE and the global update is a Kalman filter + RTS smoother, O(N)
+    (Wilkinson et al. 2023 §8.3, Alg. 3; ``bnlab.models.markov``). It gives exactly
+    the posterior of ``GP`` with the same kernel and sites.
+
+    ``parallel=True`` runs the filter and smoother as associative (parallel-prefix)
+    scans (Särkkä & García-Fernández 2021), O(log N) depth on parallel hardware.
+    Only Matérn-1/2, 3/2 and 5/2 kernels have a state-space form here.
+    """
+
+    structure = "markov"
+
+    def __init__(self, kernel, likelihood: Likelihood, parallel: bool = False):
+        super().__init__(kernel, likelihood)
+        for k in self.kernels:
+            if not k.markovian:
+                raise ValueError(f"MarkovGP needs kernels with a state-space form (Matern12, "
+                                 f"Matern32, Matern52); {type(k).__name__} has none — "
+                                 f"use bnlab.GP or bnlab.SparseGP")
+            if k.lengthscale.size != 1:
+                raise ValueError(f"MarkovGP takes one-dimensional inputs, so one lengthscale "
+                                 f"per kernel; got lengthscale {k.lengthscale.tolist()}")
+        self.parallel = bool(parallel)
+
+    def structure_key(self):
+        return super().structure_key() + (self.parallel,)
+
+    def __repr__(self):
+        return (f"MarkovGP(kernel={self.kernels}, likelihood={self.likelihood!r}, "
+                f"parallel={self.parallel})")

@@ -3,9 +3,9 @@
 Each module provides ``prepare(model, params, X) -> prior``, ``marginals(prior, sites)
 -> Marginals`` and ``predict(model, params, X, prior, sites, marginals, Xs)``.
 """
-from . import full
+from . import full, markov, sparse
 
-STRUCTURES = {"full": full}
+STRUCTURES = {"full": full, "sparse": sparse, "markov": markov}
 
 
 def structure_module(model):

@@ -232,7 +232,9 @@ class Poisson(Likelihood):
 
 class StudentT(Likelihood):
     """Robust regression: y = f + σ t_ν; ``params = {"scale": σ, "df": ν}`` (ν given).
-    Not log-concave: EP and Newton sites may get negative precisions (Jylänki et al. 2011)."""
+    Not log-concave: EP and Newton sites may get negative precisions (Jylänki et al. 2011).
+    The tilted integrals of EP/PEP are peaked when σ is small against the cavity's
+    spread: use a high cubature order there (see ``cubature.log_expectation_exp``)."""
 
     name = "student_t"
 

@@ -5,15 +5,18 @@ Both rules are pure JAX functions of (X, M, seed), so they run inside a jitted
 
 - ``random_subset``: M distinct training inputs drawn uniformly (BT25 App. C.1 uses
   this for the Snelson set);
-- ``kmeans``: Lloyd's algorithm started from a random subset (BT25 App. C.1 uses
-  k-means elsewhere; Hensman et al. 2013). An empty cluster keeps its centre.
+- ``kmeans``: Lloyd's algorithm from k-means++ seeding (Arthur & Vassilvitskii
+  2007); BT25 App. C.1 uses k-means elsewhere, as do Hensman et al. (2013). An empty
+  cluster keeps its centre.
 """
 from __future__ import annotations
+
+from functools import partial
 
 import jax
 import jax.numpy as jnp
 
-__all__ = ["INDUCING_INITS", "random_subset", "kmeans", "initial_inducing", "check_num_inducing"]
+__all__ = ["INDUCING_INITS", "random_subset", "kmeans_plus_plus", "kmeans", "initial_inducing", "check_num_inducing"]
 
 INDUCING_INITS = ("kmeans", "random")
 KMEANS_ITERS = 25
@@ -27,16 +30,39 @@ def check_num_inducing(num_inducing, num_data=None):
                          f"({num_data}); give Z explicitly with inducing=Z")
 
 
+@partial(jax.jit, static_argnums=(1, 2))
 def random_subset(X, num_inducing: int, seed: int = 0):
     """M rows of X drawn without replacement."""
     check_num_inducing(num_inducing, X.shape[0])
     idx = jax.random.choice(jax.random.PRNGKey(seed), X.shape[0], (num_inducing,), replace=False)
-    return X[idx]
+    return jnp.asarray(X)[idx]
 
 
+@partial(jax.jit, static_argnums=(1, 2))
+def kmeans_plus_plus(X, num_inducing: int, seed: int = 0):
+    """k-means++ seeding: each next centre is a data point drawn with probability
+    proportional to its squared distance from the nearest centre so far."""
+    check_num_inducing(num_inducing, X.shape[0])
+    X = jnp.asarray(X)
+    keys = jax.random.split(jax.random.PRNGKey(seed), num_inducing)
+    first = X[jax.random.randint(keys[0], (), 0, X.shape[0])]
+    C0 = jnp.zeros((num_inducing, X.shape[1]), X.dtype).at[0].set(first)
+    d0 = jnp.sum((X - first) ** 2, 1)
+
+    def add(i, carry):
+        C, d2 = carry
+        logits = jnp.log(jnp.maximum(d2, 0.0))      # chosen points have weight 0
+        x = X[jax.random.categorical(keys[i], logits)]
+        return C.at[i].set(x), jnp.minimum(d2, jnp.sum((X - x) ** 2, 1))
+
+    return jax.lax.fori_loop(1, num_inducing, add, (C0, d0))[0]
+
+
+@partial(jax.jit, static_argnums=(1, 2, 3))
 def kmeans(X, num_inducing: int, seed: int = 0, iters: int = KMEANS_ITERS):
-    """Cluster centres after ``iters`` Lloyd iterations from a random subset of X."""
-    centres0 = random_subset(X, num_inducing, seed)
+    """Cluster centres after ``iters`` Lloyd iterations from k-means++ seeding."""
+    X = jnp.asarray(X)
+    centres0 = kmeans_plus_plus(X, num_inducing, seed)
     x2 = jnp.sum(X**2, 1)
 
     def lloyd(_, C):

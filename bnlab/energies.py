@@ -13,6 +13,18 @@ covariance C̄ = Λ̄⁻¹ is ever formed (it does not exist when Λ̄ is singul
   log E_{q\\n}[t_n^α] = ½(log|C_nn| + log|P\\| + m_nᵀC_nn⁻¹m_n − m\\ᵀP\\m\\) in closed form.
   At α = 1 with VI sites it is the EP-like objective of Li et al. (2023, eq. 11), and
   it is the energy reported for posterior linearisation (as in BayesNewton).
+
+Sparse GPs (``models/sparse.py``) need no separate code: there m_n, C_nn are the
+moments of the site variable W_n u, cond_var = K_nn − Q_nn is added inside every
+likelihood expectation, and log_norm = log ∫ p(u) Π t_n(W_n u) du. Then ``vfe`` is
+the SVGP bound (Hensman et al. 2015; KL[q(u)‖p(u)] = Σ E_q[log t_n] − log_norm);
+``pep`` is Bui et al. (2017) eq. 8 / App. G, G(q) − G(p) + (1/α)Σ[log Z̃_n + G(q\\n)
+− G(q)], because each site touches u only through W_n u so the cavity of u is fixed
+by the cavity of the site variable; and the K⁻¹m identity of ``laplace`` still holds
+with K_uu: m_uᵀK_uu⁻¹m_u = Σ_n m_nᵀ(ν̄_n − Λ̄_n m_n) and ½ log|I + K_uu WᵀΛ̄W| =
+½ν̄ᵀm − log_norm, so it is the Laplace approximation of ∫ p(u) Π p(y_n|W_n u) du
+(Wilkinson et al. 2023's point-estimate sparse Laplace energy). All three are
+checked against independent formulas in tests/test_sparse_model.py.
 """
 from __future__ import annotations
 

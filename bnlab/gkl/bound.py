@@ -17,24 +17,37 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from ..likelihoods import Likelihood
 from .prior import GaussianPrior
 
 __all__ = ["site_expectations", "site_precisions", "kl_bound"]
 
 
+def _site_expectation(lik, lik_params, rule):
+    """I(y, m, v) for one site: the likelihood's closed form where it has one, else its
+    cubature rule in one dimension, f_k = m + √v x_k — the very sigma points
+    ``cubature.expectation`` (and so ``bnlab.infer(method="vi")``) uses, written
+    without the 1×1 Cholesky factorisation."""
+    if type(lik).expected_log_prob is not Likelihood.expected_log_prob:
+        return lambda y, m, v: lik.expected_log_prob(lik_params, y, m[None], v[None, None], rule)
+    x = rule.points[:, 0]
+
+    def expectation(y, m, v):
+        f = m + jnp.sqrt(v) * x
+        return rule.weights @ jax.vmap(lambda fk: lik.log_prob(lik_params, y, fk[None]))(f)
+    return expectation
+
+
 def site_expectations(lik, lik_params, y, means, variances, rule):
     """I_n = E_{N(m_n, s_n²)}[log p(y_n | f)] for every site (N,)."""
-    def one(yn, mn, vn):
-        return lik.expected_log_prob(lik_params, yn, mn[None], vn[None, None], rule)
-    return jax.vmap(one)(y, means, variances)
+    return jax.vmap(_site_expectation(lik, lik_params, rule))(y, means, variances)
 
 
 def site_precisions(lik, lik_params, y, means, variances, rule):
     """Γ_n = −2 ∂I_n/∂s_n² — the stationarity condition of the bound in S gives
     S⁻¹ = Σ⁻¹ + Σ_n Γ_n h_n h_nᵀ. The paper's eq. (11) prints +∂I_n/∂s_n² (sign and
     factor 2 wrong, notes A5); this is the corrected form (the CVI site precision)."""
-    def one(yn, mn, vn):
-        return lik.expected_log_prob(lik_params, yn, mn[None], vn[None, None], rule)
+    one = _site_expectation(lik, lik_params, rule)
     return -2.0 * jax.vmap(jax.grad(one, argnums=2))(y, means, variances)
 
 

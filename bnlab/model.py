@@ -164,8 +164,12 @@ class SparseGP(GP):
         return Z
 
     def structure_key(self):
+        """A given Z is part of the key (its hash): params without "inducing" fall
+        back to it inside compiled code."""
+        import hashlib
+        given = None if self.inducing is None else hashlib.sha1(self.inducing.tobytes()).hexdigest()
         return super().structure_key() + (self.num_inducing, self.inducing_init, self.seed,
-                                          self.posterior, self.block_size)
+                                          self.posterior, self.block_size, given)
 
     def __repr__(self):
         return (f"SparseGP(kernel={self.kernels}, likelihood={self.likelihood!r}, "

@@ -30,6 +30,7 @@ for α > 0 are not bounds (BYT17 Fig. 13).
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -190,7 +191,11 @@ def collapsed_bound(model, params, X, y, kind=None, alpha=None, block_size=None,
     ``block_size`` the points per block for "block", "pep" and "tpep" (default
     ``model.block_size``, else 1); ``scale`` the T-PEP m (None: maximised)."""
     kind, alpha, size = _settings(model, kind, alpha, block_size)
-    X, y = jnp.asarray(X), jnp.asarray(y)
+    return _collapsed(model, kind, size, params, jnp.asarray(X), jnp.asarray(y), alpha, scale)
+
+
+@partial(jax.jit, static_argnums=(0, 1, 2))
+def _collapsed(model, kind, size, params, X, y, alpha, scale):
     terms = regression_terms(model, params, X)
     s2 = terms.noise
     if kind in ("svgp", "diag", "block"):
@@ -216,14 +221,14 @@ def optimal_q_u(model, params, X, y, kind=None, alpha=None, block_size=None, sca
     same q(u) for every structured M) and Λ = mα blkdiag(D_bb) + σ²I for tpep/pep
     (BYT17 §3.6–3.7; BT25 Remark 2). Returns (m_u, S_u)."""
     kind, alpha, size = _settings(model, kind, alpha, block_size)
-    terms, LB, c = _fit(model, params, X, y, kind, alpha, size, scale)
+    terms, LB, c = _fit(model, kind, size, params, jnp.asarray(X), jnp.asarray(y), alpha, scale)
     mv = solve_triangular(LB.T, c, lower=False)
     Binv = cho_solve((LB, True), jnp.eye(LB.shape[0]))
     return terms.L @ mv, terms.L @ Binv @ terms.L.T
 
 
-def _fit(model, params, X, y, kind, alpha, size, scale):
-    X, y = jnp.asarray(X), jnp.asarray(y)
+@partial(jax.jit, static_argnums=(0, 1, 2))
+def _fit(model, kind, size, params, X, y, alpha, scale):
     terms = regression_terms(model, params, X)
     if kind in ("svgp", "diag", "block"):
         blocks, noise_scale, size = [terms.d[:, None, None]], 0.0, 1
@@ -239,7 +244,8 @@ def predict(model, params, X, y, Xs, kind=None, alpha=None, block_size=None, sca
     """Latent predictive mean and variance at Xs under the optimal q(u) of ``kind``,
     with q(f*|u) = p(f*|u) (BT25 §3.3; notes §5 item 15). Add σ² for y*."""
     kind, alpha, size = _settings(model, kind, alpha, block_size)
-    terms, LB, c = _fit(model, params, X, y, kind, alpha, size, scale)
+    X, y = jnp.asarray(X), jnp.asarray(y)
+    terms, LB, c = _fit(model, kind, size, params, X, y, alpha, scale)
     Z = model.inducing_inputs(params, jnp.asarray(X))
     k, kp = model.kernel, params["kernel"][0]
     As = solve_triangular(terms.L, k(kp, Z, jnp.asarray(Xs)), lower=True)

@@ -5,17 +5,19 @@ convergence; the surface records its energy (its approximation of log p(y|θ)) �
 Li, John & Solin (2023, §5.1, Fig. 2), where the grid is 21 × 21 over (log ℓ, log σ)
 and the values are divided by n.
 
-Batching: ``Engine.run_pure`` is vmapped over the grid points of a chunk (one jit
-compilation per method and chunk size; chunks are padded to a fixed size), chunks are
-processed one after another so memory stays bounded (each point holds a few N × N
-matrices), progress is reported and cancellation checked between chunks.
+Batching: the points of a chunk run inside one compiled program — ``lax.scan`` over
+``Engine.run_pure`` (why not ``vmap``: see ``_solver``) — compiled once per method and
+chunk length; chunks (default: one grid row) run one after another, so memory holds one
+point's N × N matrices at a time, and progress is reported and cancellation checked
+between chunks.
 
-Warm start (default): the grid is walked row by row along the *first* grid axis; each
-point starts from the converged sites of its neighbour in the previous row (the first
-row starts cold, from ``sites.init_sites``). Warm starting changes the path, not the
-fixed point, so converged values agree with ``bnlab.infer`` to the convergence
-tolerance; a point whose warm run diverges is re-run cold. With ``warm_start=False``
-every point is exactly ``bnlab.infer(model, X, y, method, params=θ, ...)``.
+Warm start (default): the grid is walked row by row (rows = the *first* grid axis);
+each point starts from the converged sites of the point before it in its row, a row's
+first point from the first point of the row above (the very first point starts cold,
+from ``sites.init_sites``). Warm starting changes the path, not the fixed point, so
+converged values agree with ``bnlab.infer`` to the convergence tolerance; a point whose
+warm run diverges is re-run cold. With ``warm_start=False`` every point is exactly
+``bnlab.infer(model, X, y, method, params=θ, ...)``.
 
 The VI and EP-like surfaces share one run: 'ep_like' is the VI site iteration scored
 by the EP energy (Li et al. 2023, eq. 11), so both energies are read off the same
@@ -35,15 +37,13 @@ from .energies import energy as compute_energy
 from .engine import Settings, get_engine
 from .inference import prepare_data, validate_settings
 from .methods.registry import SITE_METHODS, check_method_name
-from .sites import init_sites
+from .sites import Sites, init_sites
 
 __all__ = ["surface", "grid_axes", "point_params", "KERNEL_AXES", "LIKELIHOOD_AXES"]
 
 KERNEL_AXES = ("lengthscale", "variance", "period")
 LIKELIHOOD_AXES = ("noise", "df", "scale")
 SETTING_AXES = ("alpha",)
-MEMORY_BUDGET = 512 * 2**20        # bytes of N×N working matrices per chunk
-MATRICES_PER_POINT = 12            # K, chol K, B, L, V, … alive at once in one run
 
 
 def grid_axes(model, grid) -> list[tuple[str, np.ndarray]]:
@@ -97,55 +97,91 @@ def _point_alpha(names, theta, alpha):
     return alpha
 
 
-# ---- one batched solve per (engine, extra energies, grid names, sizes) --------------
+# ---- one compiled block solver per (engine, extra energies, grid names, sizes) -------
 _SOLVERS: dict = {}
 
 
 def _solver(engine, extra, names, max_iters, with_test):
+    """jit(block) where block runs the points of a chunk one after another with
+    ``lax.scan``: each point starts from the last converged sites in the walk (warm) or
+    from the initial sites (cold); a warm run that diverges is redone cold.
+
+    Why a scan over ``run_pure`` rather than ``vmap``: on CPU the Cholesky and
+    triangular solves are LAPACK calls made matrix by matrix even when batched, a
+    vmapped ``while_loop`` runs every point for as many iterations as the slowest one,
+    and the model's ``lax.cond`` (√W form vs prior-Cholesky form) becomes a ``select``
+    that evaluates both branches — together 2–5× the work. The scan keeps each point's
+    cost equal to a single ``bnlab.infer`` call, compiled once per chunk length."""
     key = (engine, extra, names, max_iters, with_test)
     if key in _SOLVERS:
         return _SOLVERS[key]
 
-    def one(theta, warm_nat1, warm_prec, use_warm, base, X, y, alpha, rho, tol, Xs, ys):
+    def solve_point(theta, start, use_start, base, X, y, alpha, rho, tol, Xs, ys):
         params = point_params(base, names, theta)
         settings = Settings(_point_alpha(names, theta, alpha), rho, tol)
         cold = init_sites(X.shape[0], engine.model.num_latents)
-        sites = type(cold)(jnp.where(use_warm, warm_nat1, cold.nat1),
-                           jnp.where(use_warm, warm_prec, cold.prec))
-        state, trace, n, converged, diverged = engine.run_pure(params, X, y, settings,
-                                                               max_iters, sites)
+
+        def run(sites):
+            return engine.run_pure(params, X, y, settings, max_iters, sites)
+
+        def attempt(carry):          # 1st: warm (if any); 2nd, only after a diverged
+            k, _ = carry               # warm run: cold. One run_pure in the program.
+            warm = use_start & (k == 0)
+            return k + 1, run(Sites(jnp.where(warm, start.nat1, cold.nat1),
+                                    jnp.where(warm, start.prec, cold.prec)))
+
+        def again(carry):
+            k, result = carry
+            return (k == 0) | ((k == 1) & use_start & result[4])
+
+        blank = jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype),
+                                       jax.eval_shape(run, cold))
+        _, (state, trace, n, converged, diverged) = jax.lax.while_loop(
+            again, attempt, (jnp.asarray(0), blank))
         last = jnp.maximum(n - 1, 0)
         out = {"energy": state.energy, "iterations": n, "converged": converged,
                "diverged": diverged,
                "psd": trace.posterior_psd[last] & trace.cavity_psd[last],
                "nat1": state.sites.nat1, "prec": state.sites.prec}
-        m = state.marginals
         for kind in extra:
             out[kind] = compute_energy(kind, engine.lik, engine.rule, params["likelihood"], y,
-                                       m, state.sites, 1.0)
+                                       state.marginals, state.sites, 1.0)
         if with_test:
             out["lpd"] = jnp.mean(engine.log_predictive_pure(params, X, state, Xs, ys))
         return out
 
-    batched = jax.jit(jax.vmap(one, in_axes=(0, 0, 0, 0) + (None,) * 8))
-    _SOLVERS[key] = batched
-    return batched
+    def block(thetas, start_nat1, start_prec, start_ok, warm, *const):
+        def body(carry, theta):
+            nat1, prec, ok = carry
+            out = solve_point(theta, Sites(nat1, prec), ok & warm, *const)
+            good = out["converged"] & ~out["diverged"]
+            carry = (jnp.where(good, out["nat1"], nat1), jnp.where(good, out["prec"], prec),
+                     ok | good)
+            return carry, out
 
+        _, outs = jax.lax.scan(body, (start_nat1, start_prec, start_ok), thetas)
+        return outs
 
-def _default_chunk(n_points, N, D):
-    per_point = MATRICES_PER_POINT * 8 * (N * D) ** 2
-    return int(max(1, min(n_points, MEMORY_BUDGET // per_point)))
+    _SOLVERS[key] = jax.jit(block)
+    return _SOLVERS[key]
 
 
 def _chunks(shape, chunk_size, warm_start):
     """Index blocks (flat, row-major) in processing order; with warm start a block
-    never spans two rows, so every block's warm sites come from finished blocks."""
+    never spans two rows. Returns [(indices, index of the warm-start source or -1)]:
+    a block continues from the point before it in its row, a row's first block from
+    the first point of the row above."""
     n_rows, n_cols = shape
     if not warm_start:
         flat = np.arange(n_rows * n_cols)
-        return [flat[i:i + chunk_size] for i in range(0, flat.size, chunk_size)]
-    return [r * n_cols + np.arange(c, min(c + chunk_size, n_cols))
-            for r in range(n_rows) for c in range(0, n_cols, chunk_size)]
+        return [(flat[i:i + chunk_size], -1) for i in range(0, flat.size, chunk_size)]
+    blocks = []
+    for r in range(n_rows):
+        for c in range(0, n_cols, chunk_size):
+            idx = r * n_cols + np.arange(c, min(c + chunk_size, n_cols))
+            source = idx[0] - 1 if c > 0 else (idx[0] - n_cols if r > 0 else -1)
+            blocks.append((idx, source))
+    return blocks
 
 
 def _is_cancelled(cancel):
@@ -156,13 +192,26 @@ def _is_cancelled(cancel):
     return bool(cancel())
 
 
-def _site_groups(methods):
-    """Engine runs needed: 'vi' and 'ep_like' share the VI iteration."""
+def _site_groups(methods, damping, max_iters):
+    """Engine runs needed: 'vi' and 'ep_like' share the VI iteration (when their
+    damping and iteration limits agree)."""
+    share = {"vi", "ep_like"} <= set(methods) and damping["vi"] == damping["ep_like"] \
+        and max_iters["vi"] == max_iters["ep_like"]
     groups = {}
     for m in methods:
-        run = "ep_like" if m in ("vi", "ep_like") and {"vi", "ep_like"} <= set(methods) else m
+        run = "ep_like" if share and m in ("vi", "ep_like") else m
         groups.setdefault(run, []).append(m)
     return groups
+
+
+def _per_method(value, methods, name, default):
+    """A scalar for every method, or a {method: value} dict (others get ``default``)."""
+    if isinstance(value, dict):
+        unknown = set(value) - set(methods)
+        if unknown:
+            raise ValueError(f"{name} names methods not in the surface: {sorted(unknown)}")
+        return {m: value.get(m, default) for m in methods}
+    return {m: value for m in methods}
 
 
 _ENERGY_OF = {"vi": "vfe", "ep_like": "ep"}
@@ -178,7 +227,9 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
     ``grid``: {name: values, name: values} over kernel hyperparameters (lengthscale,
     variance, period), likelihood ones (noise, df, scale) or the PEP power ``alpha``.
     ``methods``: any site method name, 'gkl' and 'mcmc'; ``alpha``, ``damping``,
-    ``max_iters``, ``tol``, ``cubature`` mean what they mean in ``bnlab.infer``.
+    ``max_iters``, ``tol``, ``cubature`` mean what they mean in ``bnlab.infer``;
+    ``damping`` and ``max_iters`` may also be {method: value} dicts (parallel EP at
+    large signal variances needs stronger damping than VI).
     ``method_options``: {method: {option: value}} (e.g. G-KL covariance structure);
     ``mcmc_options``: keyword arguments of ``bnlab.mcmc.ais`` (temperatures, chains, seed).
     ``progress(fraction)`` is called after every chunk; ``cancel`` (a threading.Event
@@ -196,11 +247,13 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
         raise ValueError("methods must name at least one method")
     if len(set(methods)) != len(methods):
         raise ValueError(f"methods has duplicates: {methods}")
+    damping = _per_method(damping, methods, "damping", 0.5)
+    max_iters = _per_method(max_iters, methods, "max_iters", 200)
     for m in methods:
         if m == "mcmc":
             continue
         check_method_name(m)
-        validate_settings(m, 1.0 if m == "ep" else alpha, damping, max_iters, tol)
+        validate_settings(m, 1.0 if m == "ep" else alpha, damping[m], max_iters[m], tol)
     axes = grid_axes(model, grid)
     names = tuple(a[0] for a in axes)
     shape = (axes[0][1].size, axes[1][1].size)
@@ -212,13 +265,13 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
     base = model.init_params() if params is None else params
     method_options = method_options or {}
     N, D = X.shape[0], model.num_latents
-    chunk = int(chunk_size) if chunk_size is not None else _default_chunk(thetas.shape[0], N, D)
+    chunk = int(chunk_size) if chunk_size is not None else shape[1]
     if chunk < 1:
         raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
 
     P = thetas.shape[0]
     results = {m: _empty(P) for m in methods}
-    groups = _site_groups([m for m in methods if m not in ("gkl", "mcmc")])
+    groups = _site_groups([m for m in methods if m not in ("gkl", "mcmc")], damping, max_iters)
     blocks = _chunks(shape, chunk, warm_start)
     total = len(blocks) * len(groups) + P * (("gkl" in methods) + ("mcmc" in methods))
     done, cancelled = 0, False
@@ -235,13 +288,13 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
             break
         engine = get_engine(model, run, cubature, tuple(method_options.get(run, {}).items()))
         extra = tuple(_ENERGY_OF[m] for m in members if m != run)
-        solve = _solver(engine, extra, names, int(max_iters), with_test)
+        solve = _solver(engine, extra, names, int(max_iters[run]), with_test)
         a = 1.0 if run == "ep" else float(alpha)
-        const = (base, X, y, jnp.asarray(a), jnp.asarray(float(damping)), jnp.asarray(float(tol)),
+        const = (base, X, y, jnp.asarray(a), jnp.asarray(float(damping[run])), jnp.asarray(float(tol)),
                  X_test if with_test else jnp.zeros((1, X.shape[1])),
                  y_test if with_test else jnp.zeros(1))
-        cancelled = _run_blocks(solve, const, thetas, blocks, shape, chunk, warm_start, N, D,
-                                results, run, members, extra, cancel, report)
+        cancelled = _run_blocks(solve, const, thetas, blocks, warm_start, N, D, results, run,
+                                members, cancel, report)
 
     for special in ("gkl", "mcmc"):
         if special in methods and not cancelled:
@@ -249,7 +302,7 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
             cancelled = runner(model, X, y, X_test if with_test else None,
                                y_test if with_test else None, base, names, thetas, results,
                                cancel, report, method_options.get("gkl", {}), mcmc_options or {},
-                               max_iters, tol, cubature)
+                               max_iters.get("gkl"), tol, cubature)
     return _dataset(results, methods, axes, shape, N, with_test, cancelled, warm_start, model)
 
 
@@ -260,31 +313,21 @@ def _empty(P):
             "iterations": np.zeros(P, int)}
 
 
-def _pad(idx, chunk):
-    return np.concatenate([idx, np.full(chunk - idx.size, idx[-1])]) if idx.size < chunk else idx
-
-
-def _run_blocks(solve, const, thetas, blocks, shape, chunk, warm_start, N, D, results, run,
-                members, extra, cancel, report):
-    n_cols = shape[1]
+def _run_blocks(solve, const, thetas, blocks, warm_start, N, D, results, run, members,
+                cancel, report):
     cold = init_sites(N, D)
     nat1 = np.zeros((thetas.shape[0], N, D))
     prec = np.zeros((thetas.shape[0], N, D, D))
     ok = np.zeros(thetas.shape[0], bool)          # converged sites usable as a warm start
-    for idx in blocks:
+    for idx, source in blocks:
         if _is_cancelled(cancel):
             return True
-        prev = idx - n_cols
-        use_warm = warm_start & (prev >= 0) & ok[np.maximum(prev, 0)]
-        w_nat1 = np.where(use_warm[:, None, None], nat1[np.maximum(prev, 0)], cold.nat1)
-        w_prec = np.where(use_warm[:, None, None, None], prec[np.maximum(prev, 0)], cold.prec)
-        out = _call(solve, const, thetas, idx, w_nat1, w_prec, use_warm, chunk)
-        retry = use_warm & out["diverged"]
-        if retry.any():            # a warm start can leave the basin: redo those cold
-            again = _call(solve, const, thetas, idx[retry], w_nat1[retry], w_prec[retry],
-                          np.zeros(retry.sum(), bool), chunk)
-            for k in out:
-                out[k][retry] = again[k]
+        has = source >= 0 and ok[source]
+        out = solve(jnp.asarray(thetas[idx]),
+                    jnp.asarray(nat1[source] if has else cold.nat1),
+                    jnp.asarray(prec[source] if has else cold.prec),
+                    jnp.asarray(has), jnp.asarray(bool(warm_start)), *const)
+        out = {k: np.asarray(v) for k, v in out.items()}
         nat1[idx], prec[idx] = out["nat1"], out["prec"]
         ok[idx] = out["converged"] & ~out["diverged"]
         for m in members:
@@ -298,14 +341,6 @@ def _run_blocks(solve, const, thetas, blocks, shape, chunk, warm_start, N, D, re
                 r["log_predictive"][idx] = out["lpd"]
         report()
     return False
-
-
-def _call(solve, const, thetas, idx, w_nat1, w_prec, use_warm, chunk):
-    k = idx.size
-    sel = _pad(np.arange(k), chunk)
-    out = solve(jnp.asarray(thetas[idx][sel]), jnp.asarray(w_nat1[sel]), jnp.asarray(w_prec[sel]),
-                jnp.asarray(use_warm[sel]), *const)
-    return {key: np.array(v)[:k] for key, v in out.items()}
 
 
 def _run_gkl(model, X, y, Xs, ys, base, names, thetas, results, cancel, report, options,

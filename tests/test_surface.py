@@ -1,0 +1,143 @@
+"""bnlab.surface: equal to bnlab.infer point by point, grid validation, progress/cancel."""
+import threading
+
+import numpy as np
+import pytest
+
+import bnlab
+from bnlab.surfaces import point_params
+
+GRID = {"lengthscale": np.exp(np.linspace(-0.5, 1.5, 3)), "variance": np.exp(np.linspace(-1, 3, 3))}
+
+
+@pytest.fixture(scope="module")
+def problem():
+    ds = bnlab.datasets.load("classification_1d", n=32)
+    model = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.Bernoulli("probit"))
+    return model, ds
+
+
+def _infer_grid(model, ds, method, **kw):
+    names = tuple(GRID)
+    out = np.zeros((2, 3, 3))
+    iters = np.zeros((3, 3), int)
+    flags = np.zeros((2, 3, 3), bool)
+    for i, a in enumerate(GRID[names[0]]):
+        for j, b in enumerate(GRID[names[1]]):
+            r = bnlab.infer(model, ds.X, ds.y, method=method,
+                            params=point_params(model.init_params(), names, (a, b)), **kw)
+            out[:, i, j] = r.log_marginal, r.log_predictive(ds.X_test, ds.y_test)
+            iters[i, j] = r.n_iters
+            flags[:, i, j] = r.converged, r.diverged
+    return out, iters, flags
+
+
+@pytest.fixture(scope="module")
+def cold_surface(problem):
+    model, ds = problem
+    return bnlab.surface(model, ds.X, ds.y, methods=["laplace", "vi", "ep", "ep_like", "pep"],
+                         alpha=0.5, grid=GRID, X_test=ds.X_test, y_test=ds.y_test,
+                         warm_start=False, chunk_size=3)
+
+
+@pytest.mark.parametrize("method", ["laplace", "vi", "ep", "ep_like", "pep"])
+def test_cold_surface_equals_infer_exactly(problem, cold_surface, method):
+    model, ds = problem
+    kw = {"alpha": 0.5} if method == "pep" else {}
+    (lml, lpd), iters, (converged, diverged) = _infer_grid(model, ds, method, **kw)
+    s = cold_surface.loc[{"method": method}]
+    np.testing.assert_allclose(s.log_marginal.values, lml, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(s.log_predictive.values, lpd, rtol=1e-10, atol=1e-10)
+    np.testing.assert_array_equal(s.iterations.values, iters)
+    np.testing.assert_allclose(s.log_marginal_per_n.values, lml / len(ds.y))
+    np.testing.assert_array_equal(s.converged.values, converged)
+    np.testing.assert_array_equal(s.diverged.values, diverged)
+    assert s.psd.values[~diverged].all()
+
+
+def test_warm_started_surface_reaches_the_same_fixed_points(problem, cold_surface):
+    model, ds = problem
+    warm = bnlab.surface(model, ds.X, ds.y, methods=["laplace", "vi", "ep", "ep_like"],
+                         grid=GRID, X_test=ds.X_test, y_test=ds.y_test, warm_start=True)
+    for m in warm.method.values:
+        a = warm.loc[{"method": m}]
+        b = cold_surface.loc[{"method": m}]
+        np.testing.assert_allclose(a.log_marginal.values, b.log_marginal.values, atol=1e-5)
+        np.testing.assert_allclose(a.log_predictive.values, b.log_predictive.values, atol=1e-6)
+    # the warm start saves iterations after the first row
+    assert warm.iterations.values[:, 1:].sum() < cold_surface.iterations.loc[
+        {"method": ["laplace", "vi", "ep", "ep_like"]}].values[:, 1:].sum()
+
+
+def test_gaussian_surface_over_likelihood_noise_is_the_exact_evidence():
+    from scipy.stats import multivariate_normal
+    ds = bnlab.datasets.load("regression_1d", n=15)
+    model = bnlab.GP(bnlab.kernels.RBF(), bnlab.likelihoods.Gaussian())
+    grid = {"noise": [0.05, 0.2], "lengthscale": [0.5, 1.0, 2.0]}
+    s = bnlab.surface(model, ds.X, ds.y, methods=["vi", "ep"], grid=grid, damping=1.0)
+    for i, noise in enumerate(grid["noise"]):
+        for j, ls in enumerate(grid["lengthscale"]):
+            p = point_params(model.init_params(), ("noise", "lengthscale"), (noise, ls))
+            K = np.asarray(model.prior_covariance(p, ds.X, ds.X))
+            exact = multivariate_normal(np.zeros(len(ds.y)), K + noise * np.eye(len(ds.y))).logpdf(ds.y)
+            np.testing.assert_allclose(s.log_marginal.values[:, i, j], exact, rtol=1e-7)
+
+
+def test_progress_and_cancel(problem):
+    model, ds = problem
+    seen = []
+    stop = threading.Event()
+
+    def progress(fraction):
+        seen.append(fraction)
+        if len(seen) == 2:
+            stop.set()
+
+    s = bnlab.surface(model, ds.X, ds.y, methods=["laplace"], grid=GRID, progress=progress,
+                      cancel=stop, X_test=ds.X_test, y_test=ds.y_test)
+    assert s.attrs["cancelled"] == 1
+    lml = s.log_marginal.values[0]
+    assert np.isfinite(lml[:2]).all() and np.isnan(lml[2]).all()
+    assert seen == sorted(seen) and 0 < seen[-1] < 1
+    full = []
+    bnlab.surface(model, ds.X, ds.y, methods=["laplace"], grid=GRID, progress=full.append,
+                  cancel=lambda: False, X_test=ds.X_test, y_test=ds.y_test)
+    assert full[-1] == 1.0
+
+
+@pytest.mark.parametrize("grid, message", [
+    ({}, "exactly two axes"),
+    ({"lengthscale": [1.0]}, "exactly two axes"),
+    ({"lengthscale": [1.0], "variance": [1.0], "noise": [1.0]}, "exactly two axes"),
+    ({"lengthscale": [], "variance": [1.0]}, "non-empty"),
+    ({"lengthscale": [1.0, -2.0], "variance": [1.0]}, "must be positive"),
+    ({"lengthscale": [1.0], "variance": [0.0]}, "must be positive"),
+    ({"lengthscale": [1.0, np.nan], "variance": [1.0]}, "NaN"),
+    ({"lengthscale": [1.0], "colour": [1.0]}, "unknown grid parameter 'colour'"),
+    ({"lengthscale": [1.0], "noise": [1.0]}, "unknown grid parameter 'noise'"),
+    ({"lengthscale": [[1.0, 2.0]], "variance": [1.0]}, "1-D"),
+    ({"alpha": [0.5, 1.5], "variance": [1.0]}, "alpha"),
+])
+def test_bad_grids_are_rejected(problem, grid, message):
+    model, ds = problem
+    with pytest.raises(ValueError, match=message):
+        bnlab.surface(model, ds.X, ds.y, methods=["laplace"], grid=grid)
+
+
+def test_bad_methods_are_rejected(problem):
+    model, ds = problem
+    with pytest.raises(ValueError, match="unknown method"):
+        bnlab.surface(model, ds.X, ds.y, methods=["newton"], grid=GRID)
+    with pytest.raises(ValueError, match="at least one"):
+        bnlab.surface(model, ds.X, ds.y, methods=[], grid=GRID)
+    with pytest.raises(ValueError, match="grid is required"):
+        bnlab.surface(model, ds.X, ds.y, methods=["vi"])
+
+
+def test_surface_round_trips_through_netcdf(problem, cold_surface, tmp_path):
+    import xarray as xr
+    path = tmp_path / "s.nc"
+    cold_surface.to_netcdf(path)
+    back = xr.load_dataset(path)
+    np.testing.assert_array_equal(back.log_marginal.values, cold_surface.log_marginal.values)
+    assert back.converged.dtype == bool

@@ -30,7 +30,7 @@ from jax.scipy.linalg import cho_solve, solve_triangular
 
 from ..sites import Marginals, Sites
 
-__all__ = ["SparsePrior", "JITTER", "prepare", "marginals", "predict", "posterior_u"]
+__all__ = ["SparsePrior", "JITTER", "prepare", "projection", "marginals", "predict", "posterior_u"]
 
 #: K_uu jitter relative to its mean diagonal (needed when Z = X, Bui et al. 2017 §5 item 9).
 JITTER = 1e-8
@@ -66,6 +66,11 @@ def prepare(model, params, X) -> SparsePrior:
             f"the site methods use q(f|u) = p(f|u) (posterior='svgp'); posterior="
             f"{model.posterior!r} is a Gaussian-regression objective: use "
             "bnlab.sparse_bounds.collapsed_bound or bnlab.sparse_training.fit_minibatch")
+    return projection(model, params, X)
+
+
+def projection(model, params, X) -> SparsePrior:
+    """L, A = L⁻¹K_uf and K_nn − Q_nn at inputs X (any q(f|u) structure)."""
     Z = model.inducing_inputs(params, X)
     L = _chol_kuu(model, params, Z)
     A = _whitened_cross(model, params, L, Z, X)

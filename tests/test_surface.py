@@ -141,3 +141,15 @@ def test_surface_round_trips_through_netcdf(problem, cold_surface, tmp_path):
     back = xr.load_dataset(path)
     np.testing.assert_array_equal(back.log_marginal.values, cold_surface.log_marginal.values)
     assert back.converged.dtype == bool
+
+
+def test_gkl_surface_uses_the_pure_bound_and_equals_infer(problem):
+    model, ds = problem
+    grid = {"lengthscale": [0.7, 2.0], "variance": [1.0, 5.0]}
+    s = bnlab.surface(model, ds.X, ds.y, methods=["gkl"], grid=grid,
+                      method_options={"gkl": {"covariance": "banded", "band": 3}})
+    for i, ls in enumerate(grid["lengthscale"]):
+        for j, var in enumerate(grid["variance"]):
+            r = bnlab.infer(model, ds.X, ds.y, method="gkl", covariance="banded", band=3,
+                            params=point_params(model.init_params(), tuple(grid), (ls, var)))
+            assert s.log_marginal.values[0, i, j] == pytest.approx(r.log_marginal, abs=1e-6)

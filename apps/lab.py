@@ -1,0 +1,7 @@
+"""`panel serve apps/lab.py` — the bnlab lab (see bnlab/ui/app.py)."""
+import panel as pn
+
+from bnlab.ui.app import serve_lab
+
+pn.extension(nthreads=4, notifications=True, sizing_mode="stretch_width")
+serve_lab().servable(title="bnlab lab")

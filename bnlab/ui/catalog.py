@@ -1,0 +1,83 @@
+"""What the lab offers: data sets, likelihoods, kernels, model structures and
+methods, with the human-readable labels shown in the controls, and which optional
+engine features (sparse / Markov models, G-KL, MCMC, surfaces) are installed."""
+from __future__ import annotations
+
+import importlib
+
+import bnlab
+from bnlab import kernels, likelihoods
+from bnlab.methods.registry import HEURISTIC_BASES, METHOD_NAMES, SITE_METHODS
+
+DATASETS = {
+    "classification_1d": "Classification (1-D, ±1 labels)",
+    "counts_1d": "Counts (1-D, Poisson)",
+    "robust_1d": "Regression with outliers (1-D)",
+    "heteroscedastic_1d": "Heteroscedastic noise (1-D)",
+    "product_1d": "Amplitude demodulation (1-D, product)",
+    "regression_1d": "Gaussian regression (1-D)",
+    "breast_cancer": "Breast cancer (scikit-learn, 30-D)",
+    "csv": "My CSV file (upload)",
+}
+
+LIKELIHOODS = {
+    "auto": "As the data set suggests",
+    "probit": "Bernoulli, probit link",
+    "logit": "Bernoulli, logit link",
+    "gaussian": "Gaussian",
+    "poisson": "Poisson",
+    "student_t": "Student-t (robust)",
+    "laplace": "Laplace (robust)",
+    "heteroscedastic": "Heteroscedastic Gaussian (2 latents)",
+    "product": "Product / amplitude (2 latents)",
+}
+
+# the likelihood a data set is made for (datasets.Dataset.likelihood → LIKELIHOODS key)
+DATASET_LIKELIHOOD = {"bernoulli": "probit", "unknown": "gaussian"}
+
+KERNELS = {"matern12": kernels.Matern12, "matern32": kernels.Matern32,
+           "matern52": kernels.Matern52, "rbf": kernels.RBF, "periodic": kernels.Periodic}
+KERNEL_LABELS = {"matern12": "Matérn 1/2", "matern32": "Matérn 3/2", "matern52": "Matérn 5/2",
+                 "rbf": "Squared exponential (RBF)", "periodic": "Periodic"}
+
+MODELS = {"full": "Full GP", "sparse": "Sparse GP (inducing points)",
+          "markov": "Markov GP (state space, 1-D)"}
+
+METHODS = {name: (SITE_METHODS[name][3] if name in SITE_METHODS
+                  else "Gaussian KL with a structured covariance (G-KL)") for name in METHOD_NAMES}
+ALPHA_METHODS = tuple(n for n, spec in SITE_METHODS.items() if spec[2] and n != "ep")
+BASES = HEURISTIC_BASES
+
+GKL_COVARIANCES = ("full", "diagonal", "banded", "chevron", "subspace", "factor_analysis")
+
+
+def make_likelihood(name: str):
+    """The likelihood object for a LIKELIHOODS key (not 'auto')."""
+    if name in ("probit", "logit"):
+        return likelihoods.Bernoulli(link=name)
+    return likelihoods.LIKELIHOODS[name]()
+
+
+def _module(name):
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+def available() -> dict:
+    """Which optional engine pieces exist in this installation (checked at call time,
+    so the app picks them up as soon as they land)."""
+    gkl = _module("bnlab.methods.gkl")
+    return {"sparse": hasattr(bnlab, "SparseGP"),
+            "markov": hasattr(bnlab, "MarkovGP"),
+            "gkl": gkl is not None and hasattr(gkl, "infer_gkl"),
+            "mcmc": _module("bnlab.mcmc") is not None,
+            "surface": hasattr(bnlab, "surface"),
+            "learning": _module("bnlab.learning") is not None}
+
+
+def gkl_covariances():
+    gkl = _module("bnlab.methods.gkl")
+    names = getattr(gkl, "COVARIANCES", None) if gkl is not None else None
+    return tuple(names) if names else GKL_COVARIANCES

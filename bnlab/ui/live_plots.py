@@ -1,0 +1,156 @@
+"""Bokeh figures for the live view. Each glyph reads a ``ColumnDataSource``; an update
+replaces the sources' data (inside ``pn.io.hold`` the whole frame goes out as one
+message), so nothing is re-rendered and nothing flickers. Plain Bokeh here rather than
+HoloViews streams: a HoloViews refresh of this page costs ~0.5 s per frame (measured),
+a source update a few milliseconds."""
+from __future__ import annotations
+
+import numpy as np
+from bokeh.models import ColumnDataSource, FactorRange, TapTool
+from bokeh.plotting import figure
+
+LATENT = ("#1f5fa8", "#c2571a")
+OK, BAD, GREY, PAIR = "#4c9a2a", "#d62728", "#555555", "#7b3294"
+PSD_ROWS = ["cavities PSD", "posterior PSD"]
+
+
+def _fig(title, x_label, y_label, **kw):
+    f = figure(title=title, x_axis_label=x_label, y_axis_label=y_label,
+               tools="pan,wheel_zoom,box_zoom,reset,save", sizing_mode="stretch_width", **kw)
+    f.toolbar.logo = None
+    return f
+
+
+def _empty(*cols):
+    return {c: [] for c in cols}
+
+
+class LivePlots:
+    """The live view's figures and their data sources."""
+
+    def __init__(self):
+        S = lambda *c: ColumnDataSource(_empty(*c))  # noqa: E731
+        self.src = {"f1": S("x", "mean", "lower", "upper"), "f2": S("x", "mean", "lower", "upper"),
+                    "mcmc": S("x", "mean", "lower", "upper"), "data": S("x", "y", "index"),
+                    "pair": S("x", "y"), "pred": S("x", "mean", "lower", "upper"),
+                    "pred_data": S("x", "y"), "energy": S("iteration", "energy"),
+                    "psd": S("iteration", "check", "colour"),
+                    "prec": S("x", "prec", "colour"), "nat1": S("x", "nat1"),
+                    "samples": S("a", "b"), "ellipse": S("a", "b"), "jmean": S("a", "b")}
+        self._build()
+
+    def _build(self):
+        s = self.src
+        b = _fig("Posterior: latent mean ± 2σ (click two data points)", "x", "latent f / data",
+                 min_height=320, height=340)
+        self.glyphs = {}
+        for d, key in enumerate(("f1", "f2")):
+            c = LATENT[d]
+            area = b.varea("x", "lower", "upper", source=s[key], fill_color=c, fill_alpha=0.2,
+                           legend_label=f"latent {key} ± 2σ")
+            line = b.line("x", "mean", source=s[key], color=c, line_width=2,
+                          legend_label=f"latent {key} mean")
+            self.glyphs[key] = (area, line)
+        m1 = b.line("x", "lower", source=s["mcmc"], color="black", line_dash="dashed",
+                    legend_label="MCMC ± 2σ")
+        m2 = b.line("x", "upper", source=s["mcmc"], color="black", line_dash="dashed",
+                    legend_label="MCMC ± 2σ")
+        m3 = b.line("x", "mean", source=s["mcmc"], color="black", line_dash="dotted",
+                    legend_label="MCMC mean")
+        self.glyphs["mcmc"] = (m1, m2, m3)
+        data = b.scatter("x", "y", source=s["data"], size=6, color=GREY, alpha=0.7,
+                         legend_label="data", nonselection_alpha=0.7, selection_color=GREY)
+        b.scatter("x", "y", source=s["pair"], size=14, fill_alpha=0.15, color=PAIR,
+                  line_width=2, legend_label="chosen pair")
+        b.add_tools(TapTool(renderers=[data]))
+        b.legend.location = "top_left"
+        b.legend.click_policy = "hide"
+        self.band = b
+
+        p = _fig("Predictive", "x", "y", height=240)
+        p.varea("x", "lower", "upper", source=s["pred"], fill_color=LATENT[1], fill_alpha=0.2)
+        p.line("x", "mean", source=s["pred"], color=LATENT[1], line_width=2)
+        p.scatter("x", "y", source=s["pred_data"], size=4, color=GREY, alpha=0.6)
+        self.predictive = p
+
+        e = _fig("Energy per iteration (the method's log p(y) approximation)", "iteration",
+                 "energy", height=240)
+        e.line("iteration", "energy", source=s["energy"], color="#333333", line_width=2)
+        e.scatter("iteration", "energy", source=s["energy"], size=4, color="#333333")
+        self.energy = e
+
+        q = _fig("PSD status (red: not positive definite)", "iteration", "",
+                 y_range=FactorRange(*PSD_ROWS), height=130)
+        q.rect("iteration", "check", width=0.9, height=0.8, source=s["psd"], color="colour")
+        self.psd = q
+
+        sp = _fig("Site precisions Λ̄ₙ (red: negative)", "x", "Λ̄ₙ", height=240)
+        sp.scatter("x", "prec", source=s["prec"], color="colour", size=5)
+        sn = _fig("Site natural means ν̄ₙ", "x", "ν̄ₙ", height=240)
+        sn.scatter("x", "nat1", source=s["nat1"], color=LATENT[1], size=5)
+        self.site_prec, self.site_nat1 = sp, sn
+
+        j = _fig("q(fᵢ, fⱼ): pick two points", "f(x_i)", "f(x_j)", width=360, height=340)
+        j.sizing_mode = "fixed"
+        j.scatter("a", "b", source=s["samples"], size=3, color="#888888", alpha=0.4,
+                  legend_label="MCMC samples")
+        j.line("a", "b", source=s["ellipse"], color=LATENT[0], line_width=2,
+               legend_label="q: 2σ ellipse")
+        j.scatter("a", "b", source=s["jmean"], color=LATENT[0], size=9, legend_label="q mean")
+        j.legend.location = "bottom_right"
+        self.joint = j
+
+    # -- updates -----------------------------------------------------------------------
+    def update(self, snap, selected=(), mcmc=None, joint=None, x_label="x"):
+        s = self.src
+        for d, key in enumerate(("f1", "f2")):
+            band = snap["bands"].get(key)
+            s[key].data = dict(band) if band is not None else _empty("x", "mean", "lower", "upper")
+            for g in self.glyphs[key]:
+                g.visible = band is not None
+        for g in self.glyphs["mcmc"]:
+            g.visible = mcmc is not None
+        s["mcmc"].data = dict(mcmc) if mcmc is not None else _empty("x", "mean", "lower", "upper")
+        x, y = snap["data"]["x"], snap["data"]["y"]
+        if len(s["data"].data["x"]) != len(x) or not np.array_equal(s["data"].data["x"], x):
+            s["data"].data = {"x": x, "y": y, "index": np.arange(len(x))}
+        idx = np.asarray(selected, int)
+        s["pair"].data = {"x": x[idx], "y": y[idx]}
+        p = snap["predictive"]
+        s["pred"].data = {k: p[k] for k in ("x", "mean", "lower", "upper")}
+        prob = p["kind"] == "probability"
+        s["pred_data"].data = {"x": x, "y": 0.5 * (y + 1) if prob else y}
+        self.predictive.yaxis.axis_label = "p(y = +1)" if prob else "predictive y (mean ± 2 sd)"
+        t = snap["trace"]
+        ok = np.isfinite(t["energy"])
+        s["energy"].data = {"iteration": t["iteration"][ok], "energy": t["energy"][ok]}
+        q = snap["psd"]
+        its = np.concatenate([q["iteration"], q["iteration"]])
+        checks = [PSD_ROWS[1]] * len(q["iteration"]) + [PSD_ROWS[0]] * len(q["iteration"])
+        flags = np.concatenate([q["posterior_psd"], q["cavity_psd"]])
+        s["psd"].data = {"iteration": its, "check": checks,
+                         "colour": np.where(flags, OK, BAD).tolist()}
+        st = snap["sites"]
+        s["prec"].data = {"x": st["x"], "prec": st["prec"],
+                          "colour": np.where(st["prec"] < 0, BAD, LATENT[0]).tolist()}
+        s["nat1"].data = {"x": st["x"], "nat1": st["nat1"]}
+        for f in (self.band, self.predictive, self.site_prec, self.site_nat1):
+            f.xaxis.axis_label = x_label
+        self.update_joint(joint)
+
+    def update_joint(self, joint):
+        s = self.src
+        if joint is None or "error" in joint:
+            for k in ("samples", "ellipse", "jmean"):
+                s[k].data = _empty("a", "b")
+            self.joint.title.text = (joint or {}).get("error", "q(fᵢ, fⱼ): pick two points")
+            return
+        e, m = joint["ellipse"], joint["mean"]
+        s["ellipse"].data = {"a": e[:, 0], "b": e[:, 1]}
+        s["jmean"].data = {"a": [m[0]], "b": [m[1]]}
+        smp = joint.get("samples")
+        s["samples"].data = ({"a": smp[:, 0], "b": smp[:, 1]} if smp is not None
+                             else _empty("a", "b"))
+        i, j = joint["indices"]
+        self.joint.title.text = f"q(f{i}, f{j}): correlation {joint['corr']:.3f}"
+        self.joint.xaxis.axis_label, self.joint.yaxis.axis_label = f"f(x_{i})", f"f(x_{j})"

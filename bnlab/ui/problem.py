@@ -1,0 +1,145 @@
+"""Settings → (model, hyperparameters, data, plotting coordinates).
+
+The app never does maths itself: this module only picks engine objects and arranges
+the data for plotting. Inputs with more than one dimension are shown against their
+projection on the first principal direction (an "index" axis for the band plots)."""
+from __future__ import annotations
+
+import functools
+from typing import Any, NamedTuple
+
+import jax.numpy as jnp
+import numpy as np
+
+import bnlab
+from bnlab import datasets
+from bnlab.inference import prepare_data
+
+from . import catalog
+from .settings import LabSettings
+
+GRID_POINTS = 200
+
+
+class SettingError(ValueError):
+    """A user-facing error attached to the control that caused it."""
+
+    def __init__(self, control: str, message: str):
+        super().__init__(message)
+        self.control = control
+
+
+class Problem(NamedTuple):
+    model: Any
+    params: dict
+    X: Any                 # (N, d) jnp training inputs
+    y: Any                 # (N,) jnp targets
+    likelihood: str        # catalog.LIKELIHOODS key
+    description: str
+    x_plot: np.ndarray     # (N,) plotting coordinate of each training input
+    Xs: Any                # (Ns, d) prediction inputs for the bands
+    xs_plot: np.ndarray    # (Ns,) their plotting coordinate
+    x_label: str
+    input_dim: int
+
+
+@functools.lru_cache(maxsize=16)
+def _load(name: str, n: int):
+    return datasets.load(name, n=n or None)
+
+
+@functools.lru_cache(maxsize=4)
+def _load_csv(text: str):
+    return datasets.from_csv(text)
+
+
+def load_data(settings: LabSettings):
+    """The Dataset for the current choice (ValueError for a missing / bad CSV)."""
+    if settings.dataset == "csv":
+        if not settings.csv_text.strip():
+            raise ValueError("upload a CSV file (header row; the last column is the target)")
+        return _load_csv(settings.csv_text)
+    return _load(settings.dataset, int(settings.n))
+
+
+def make_kernel(settings: LabSettings):
+    cls = catalog.KERNELS[settings.kernel]
+    if settings.kernel == "periodic":
+        return cls(lengthscale=settings.lengthscale, variance=settings.variance,
+                   period=settings.period)
+    return cls(lengthscale=settings.lengthscale, variance=settings.variance)
+
+
+def make_likelihood(settings: LabSettings, name: str):
+    s = float(settings.lik_scale)
+    if name in ("gaussian", "product"):
+        return bnlab.likelihoods.LIKELIHOODS[name](noise=s)
+    if name == "student_t":
+        return bnlab.likelihoods.StudentT(df=float(settings.df), scale=s)
+    if name == "laplace":
+        return bnlab.likelihoods.Laplace(scale=s)
+    return catalog.make_likelihood(name)
+
+
+def make_model(settings: LabSettings, X: np.ndarray, lik):
+    kernel = make_kernel(settings)
+    reasons = settings.model_reasons(X.shape[1])
+    if settings.model in reasons:
+        raise ValueError(reasons[settings.model])
+    if settings.model == "sparse":
+        M = min(int(settings.num_inducing), X.shape[0])
+        return bnlab.SparseGP(kernel=kernel, likelihood=lik, inducing=inducing_inputs(X, M))
+    if settings.model == "markov":
+        return bnlab.MarkovGP(kernel=kernel, likelihood=lik)
+    return bnlab.GP(kernel, lik)
+
+
+def inducing_inputs(X: np.ndarray, M: int) -> np.ndarray:
+    """M inducing inputs: evenly spaced for 1-D inputs, a spread subset of X otherwise."""
+    if X.shape[1] == 1:
+        return np.linspace(X.min(), X.max(), M)[:, None]
+    idx = np.linspace(0, X.shape[0] - 1, M).round().astype(int)
+    return X[np.argsort(_projection(X))[idx]]
+
+
+def _projection(X: np.ndarray) -> np.ndarray:
+    Xc = X - X.mean(0)
+    _, _, vt = np.linalg.svd(Xc, full_matrices=False)
+    return Xc @ vt[0]
+
+
+def build_problem(settings: LabSettings) -> Problem:
+    """Everything inference and plotting need; ValueError (with a message for the
+    user) when the data do not fit the chosen likelihood or model."""
+    try:
+        data = load_data(settings)
+    except ValueError as exc:
+        raise SettingError("csv" if settings.dataset == "csv" else "dataset", str(exc)) from exc
+    lik_name = settings.resolved_likelihood(data.likelihood)
+    try:
+        lik = make_likelihood(settings, lik_name)
+    except ValueError as exc:
+        raise SettingError("likelihood", str(exc)) from exc
+    X = np.asarray(data.X, float)
+    try:
+        model = make_model(settings, X if X.ndim == 2 else X[:, None], lik)
+    except ValueError as exc:
+        raise SettingError("model", str(exc)) from exc
+    try:
+        Xj, yj = prepare_data(model, X, data.y)
+    except ValueError as exc:
+        raise SettingError("likelihood", f"these data do not fit the likelihood: {exc}") from exc
+    X = np.asarray(Xj)
+    if X.shape[1] == 1:
+        x_plot = X[:, 0]
+        lo, hi = x_plot.min(), x_plot.max()
+        pad = 0.05 * (hi - lo if hi > lo else 1.0)
+        xs_plot = np.linspace(lo - pad, hi + pad, GRID_POINTS)
+        Xs, label = xs_plot[:, None], "x"
+    else:
+        x_plot = _projection(X)
+        order = np.argsort(x_plot)
+        Xs, xs_plot = X[order], x_plot[order]
+        label = f"projection on the first principal direction of the {X.shape[1]}-D inputs"
+    return Problem(model, model.init_params(), Xj, yj, lik_name, data.description,
+                   x_plot, jnp.asarray(Xs), xs_plot, label, X.shape[1])

@@ -1,0 +1,120 @@
+"""The lab's settings as one ``param.Parameterized`` object.
+
+Every control of the app is a parameter here, so the state can be tested without a
+browser, synchronised with the page URL, and copied between sessions. ``reasons()``
+says which controls are meaningless or impossible for the current combination and why
+(the app disables them and shows the reason)."""
+from __future__ import annotations
+
+import param
+
+from . import catalog
+
+#: parameters written to / read from the page URL (a teacher's shareable link)
+URL_PARAMS = ("dataset", "n", "likelihood", "kernel", "lengthscale", "variance", "period",
+              "lik_scale", "df", "model", "num_inducing", "method", "base", "alpha", "rho",
+              "covariance", "band", "cubature_order", "speed")
+
+
+class LabSettings(param.Parameterized):
+    dataset = param.Selector(default="classification_1d", objects=list(catalog.DATASETS))
+    n = param.Integer(default=0, bounds=(0, 2000),
+                      doc="number of synthetic points before the train/test split (0: preset size)")
+    likelihood = param.Selector(default="auto", objects=list(catalog.LIKELIHOODS))
+    kernel = param.Selector(default="matern52", objects=list(catalog.KERNELS))
+    lengthscale = param.Number(default=1.0, bounds=(1e-3, 1e3), softbounds=(0.05, 20))
+    variance = param.Number(default=1.0, bounds=(1e-4, 1e5), softbounds=(0.05, 20))
+    period = param.Number(default=2 * 3.14159, bounds=(1e-2, 1e3), softbounds=(0.5, 20))
+    lik_scale = param.Number(default=0.1, bounds=(1e-4, 1e3), softbounds=(0.01, 2),
+                             doc="noise variance (Gaussian, product) or scale (Student-t, Laplace)")
+    df = param.Number(default=4.0, bounds=(0.5, 100), softbounds=(1, 30))
+    model = param.Selector(default="full", objects=list(catalog.MODELS))
+    num_inducing = param.Integer(default=20, bounds=(2, 500))
+    method = param.Selector(default="vi", objects=list(catalog.METHODS))
+    base = param.Selector(default="vi", objects=list(catalog.BASES))
+    alpha = param.Number(default=0.5, bounds=(0.01, 1.0))
+    rho = param.Number(default=0.5, bounds=(0.01, 1.0))
+    covariance = param.Selector(default="full", objects=list(catalog.gkl_covariances()))
+    band = param.Integer(default=5, bounds=(1, 200))
+    cubature_order = param.Integer(default=20, bounds=(2, 60))
+    speed = param.Number(default=10.0, bounds=(1.0, 60.0), doc="iterations per second")
+    csv_text = param.String(default="", precedence=-1, doc="the uploaded CSV (not in the URL)")
+
+    # -- derived -------------------------------------------------------------------
+    def resolved_likelihood(self, dataset_likelihood: str | None = None) -> str:
+        if self.likelihood != "auto":
+            return self.likelihood
+        lik = dataset_likelihood or _preset_likelihood(self.dataset)
+        return catalog.DATASET_LIKELIHOOD.get(lik, lik)
+
+    def effective_alpha(self) -> float:
+        if self.method in catalog.ALPHA_METHODS or (self.method == "heuristic" and self.base == "pep"):
+            return float(self.alpha)
+        return 1.0
+
+    def method_options(self) -> tuple:
+        if self.method == "heuristic":
+            return (("base", self.base),)
+        return ()
+
+    def reasons(self, input_dim: int = 1, avail: dict | None = None) -> dict:
+        """{parameter name: why it is disabled} for the current combination."""
+        avail = catalog.available() if avail is None else avail
+        lik = self.resolved_likelihood()
+        out = {}
+        if not (self.method in catalog.ALPHA_METHODS or
+                (self.method == "heuristic" and self.base == "pep")):
+            out["alpha"] = ("α is the Power-EP power: only for pep, pep_qn, pep_riemann "
+                            "(ep is α = 1)")
+        if self.method != "heuristic":
+            out["base"] = "only for the heuristic PSD fix"
+        if self.method == "gkl":
+            out["rho"] = "G-KL optimises (m, C) directly: there is no site damping"
+        else:
+            out["covariance"] = out["band"] = "covariance structure applies to G-KL only"
+        if self.method == "gkl" and self.covariance not in ("banded", "chevron", "subspace",
+                                                             "factor_analysis"):
+            out["band"] = "only for banded / chevron / subspace / factor-analysis covariances"
+        if lik == "gaussian":
+            out["cubature_order"] = "expectations are exact for a Gaussian likelihood"
+        if self.kernel != "periodic":
+            out["period"] = "only for the periodic kernel"
+        if lik in ("probit", "logit", "poisson", "heteroscedastic"):
+            out["lik_scale"] = f"the {catalog.LIKELIHOODS[lik]} likelihood has no noise parameter"
+        if lik != "student_t":
+            out["df"] = "degrees of freedom: Student-t only"
+        if self.dataset in ("breast_cancer", "csv"):
+            out["n"] = "the size is fixed by the data"
+        if self.model != "sparse":
+            out["num_inducing"] = "only for the sparse model"
+        return out
+
+    def model_reasons(self, input_dim: int = 1, avail: dict | None = None) -> dict:
+        """{model option: why it cannot be chosen} (options, not parameters)."""
+        avail = catalog.available() if avail is None else avail
+        out = {}
+        if not avail["sparse"]:
+            out["sparse"] = "the sparse model (bnlab.SparseGP) is not in this bnlab version yet"
+        if not avail["markov"]:
+            out["markov"] = "the Markov model (bnlab.MarkovGP) is not in this bnlab version yet"
+        elif input_dim != 1:
+            out["markov"] = f"Markov GPs need 1-D inputs; these data have {input_dim}"
+        elif not catalog.KERNELS[self.kernel].markovian:
+            out["markov"] = "Markov GPs need a Matérn kernel (state-space form)"
+        return out
+
+    def method_reasons(self, avail: dict | None = None) -> dict:
+        avail = catalog.available() if avail is None else avail
+        if not avail["gkl"]:
+            return {"gkl": "G-KL (bnlab.methods.gkl) is not in this bnlab version yet"}
+        return {}
+
+    def url_state(self) -> dict:
+        return {k: getattr(self, k) for k in URL_PARAMS}
+
+
+def _preset_likelihood(dataset: str) -> str:
+    from bnlab import datasets
+    if dataset in datasets.SYNTHETIC:
+        return datasets.SYNTHETIC[dataset][1]
+    return "bernoulli" if dataset == "breast_cancer" else "unknown"

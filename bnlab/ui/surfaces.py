@@ -1,0 +1,192 @@
+"""Surfaces page: each method's approximate log marginal likelihood over a grid of two
+hyperparameters (``bnlab.surface``), with a shared colour scale, the MCMC (AIS)
+surface's contours overlaid, argmax markers, a slice view, progress and cancel, and
+exports to CSV / netCDF (PNG through each plot's save tool)."""
+from __future__ import annotations
+
+import io
+import threading
+
+import holoviews as hv
+import numpy as np
+import panel as pn
+import param
+
+from . import catalog
+from .problem import build_problem
+from .settings import LabSettings
+
+AXES = ("lengthscale", "variance", "period", "noise", "scale", "df", "alpha")
+
+
+def _log_coords(values):
+    return np.log10(np.asarray(values, float))
+
+
+def surface_plots(ds, variable="log_marginal_per_n", slice_index=None, levels=12):
+    """(contour layout with shared colour limits, slice overlay) from a surface Dataset
+    with dims (method, axis0, axis1)."""
+    _, ax0, ax1 = ds[variable].dims
+    x, y = _log_coords(ds[ax1].values), _log_coords(ds[ax0].values)
+    vals = ds[variable].values
+    finite = vals[np.isfinite(vals)]
+    if finite.size == 0:
+        clim = (0.0, 1.0)
+    else:   # the interesting range is near the optimum: clip the deep valleys
+        hi = float(finite.max())
+        lo = max(float(finite.min()), hi - 10 * max(float(np.ptp(finite)) / 10, 1e-9))
+        lo = max(lo, float(np.percentile(finite, 5)))
+        clim = (lo, hi if hi > lo else lo + 1e-9)
+    methods = [str(m) for m in ds["method"].values]
+    ref = None
+    if "mcmc" in methods:
+        ref = hv.operation.contours(
+            hv.Image((x, y, vals[methods.index("mcmc")]), [f"log10 {ax1}", f"log10 {ax0}"],
+                     variable), levels=levels, filled=False).opts(
+            color="black", line_dash="dashed", line_width=1, cmap=["#000000"], colorbar=False)
+    panels = []
+    for k, m in enumerate(methods):
+        z = vals[k]
+        img = hv.Image((x, y, z), [f"log10 {ax1}", f"log10 {ax0}"], variable).opts(
+            cmap="viridis", clim=clim, colorbar=True, tools=["hover"], title=m,
+            width=340, height=300)
+        layer = img * hv.operation.contours(img, levels=levels, filled=False).opts(
+            cmap=["#ffffff"], line_width=1, colorbar=False, alpha=0.6)
+        if np.isfinite(z).any():
+            i0, i1 = np.unravel_index(np.nanargmax(z), z.shape)
+            layer = layer * hv.Points([(x[i1], y[i0])]).opts(color="#d62728", marker="x", size=14,
+                                                             line_width=3)
+        if ref is not None and m != "mcmc":
+            layer = layer * ref
+        panels.append(layer)
+    layout = hv.Layout(panels).cols(3)
+    j = len(y) // 2 if slice_index is None else int(slice_index)
+    curves = [hv.Curve((x, vals[k][j]), f"log10 {ax1}", variable, label=m)
+              for k, m in enumerate(methods)]
+    slice_plot = hv.Overlay(curves).opts(
+        title=f"slice at {ax0} = {ds[ax0].values[j]:.3g}", responsive=True, min_height=260,
+        legend_position="right")
+    return layout, slice_plot
+
+
+class SurfacesView(pn.viewable.Viewer):
+    axis0 = param.Selector(default="variance", objects=list(AXES))
+    axis1 = param.Selector(default="lengthscale", objects=list(AXES))
+    lo0 = param.Number(default=0.1)
+    hi0 = param.Number(default=100.0)
+    lo1 = param.Number(default=0.1)
+    hi1 = param.Number(default=20.0)
+    points = param.Integer(default=11, bounds=(3, 41))
+
+    def __init__(self, settings: LabSettings, **params):
+        super().__init__(**params)
+        self.settings = settings
+        self.dataset = None
+        self._cancel = threading.Event()
+        self.message = pn.pane.HTML("", sizing_mode="stretch_width")
+        if not catalog.available()["surface"]:
+            self.layout = pn.Column(pn.pane.Markdown(
+                "### Marginal-likelihood surfaces\n\n**Not yet available**: this bnlab "
+                "version has no surface engine (`bnlab.surface`)."))
+            return
+        choices = [m for m in catalog.METHODS if m != "gkl" or catalog.available()["gkl"]]
+        if catalog.available()["mcmc"]:
+            choices.append("mcmc")
+        self.methods = pn.widgets.MultiChoice(name="Methods", options=choices,
+                                              value=["laplace", "vi", "ep", "ep_like"],
+                                              sizing_mode="stretch_width")
+        self.compute_button = pn.widgets.Button(name="Compute surfaces", button_type="primary")
+        self.cancel_button = pn.widgets.Button(name="Cancel", button_type="danger", disabled=True)
+        self.compute_button.on_click(lambda e: self.compute())
+        self.cancel_button.on_click(lambda e: self._cancel.set())
+        self.progress = pn.indicators.Progress(value=0, max=100, width=300, visible=False)
+        self.variable = pn.widgets.RadioButtonGroup(
+            options={"log p(y) / n": "log_marginal_per_n", "log p(y)": "log_marginal"},
+            value="log_marginal_per_n")
+        self.slice = pn.widgets.IntSlider(name="Slice row", start=0, end=self.points - 1,
+                                          value=self.points // 2, width=300)
+        self.variable.param.watch(lambda e: self.draw(), "value")
+        self.slice.param.watch(lambda e: self.draw(), "value")
+        self.contours = pn.pane.HoloViews(None, sizing_mode="stretch_width")
+        self.slice_pane = pn.pane.HoloViews(None, sizing_mode="stretch_width")
+        self.downloads = pn.Row(
+            pn.widgets.FileDownload(callback=self._csv, filename="surface.csv",
+                                    label="Download CSV", button_type="light"),
+            pn.widgets.FileDownload(callback=self._netcdf, filename="surface.nc",
+                                    label="Download netCDF", button_type="light"),
+            pn.pane.Markdown("PNG: the save tool on each plot's toolbar."), visible=False)
+        p = self.param
+        axis_row = pn.Row(
+            pn.Column(pn.widgets.Select.from_param(p.axis0, name="Rows", width=130),
+                      pn.widgets.FloatInput.from_param(p.lo0, name="from", width=130),
+                      pn.widgets.FloatInput.from_param(p.hi0, name="to", width=130)),
+            pn.Column(pn.widgets.Select.from_param(p.axis1, name="Columns", width=130),
+                      pn.widgets.FloatInput.from_param(p.lo1, name="from", width=130),
+                      pn.widgets.FloatInput.from_param(p.hi1, name="to", width=130)),
+            pn.widgets.IntSlider.from_param(p.points, name="Points per axis", width=200))
+        self.layout = pn.Column(
+            pn.pane.Markdown("### Marginal-likelihood surfaces\nEach method's approximation of "
+                             "log p(y | θ) on a log-spaced grid (hyperparameters fixed per cell; "
+                             "other settings from the sidebar). Dashed black: MCMC (AIS). "
+                             "Red ×: the best cell."),
+            self.methods, axis_row, pn.Row(self.compute_button, self.cancel_button, self.progress),
+            self.message, pn.Row(self.variable, self.slice), self.contours, self.slice_pane,
+            self.downloads, sizing_mode="stretch_width")
+
+    def __panel__(self):
+        return self.layout
+
+    def grid(self) -> dict:
+        if self.axis0 == self.axis1:
+            raise ValueError("choose two different hyperparameters for rows and columns")
+        out = {}
+        for name, lo, hi in ((self.axis0, self.lo0, self.hi0), (self.axis1, self.lo1, self.hi1)):
+            if not (lo > 0 and hi > lo):
+                raise ValueError(f"{name}: the range needs 0 < from < to, got {lo} … {hi}")
+            out[name] = np.geomspace(lo, hi, self.points)
+        return out
+
+    def compute(self):
+        import bnlab
+        try:
+            problem = build_problem(self.settings)
+            grid = self.grid()
+        except ValueError as exc:
+            self.message.object = f'<span class="bn-error">⚠ {exc}</span>'
+            return
+        self._cancel.clear()
+        self.message.object = ""
+        self.compute_button.disabled, self.cancel_button.disabled = True, False
+        self.progress.value, self.progress.visible = 0, True
+        s = self.settings
+        try:
+            ds = bnlab.surface(problem.model, problem.X, problem.y, methods=list(self.methods.value),
+                               grid=grid, params=problem.params, alpha=s.effective_alpha(),
+                               damping=s.rho, cubature=("gauss_hermite", s.cubature_order),
+                               progress=lambda f: setattr(self.progress, "value", int(100 * f)),
+                               cancel=self._cancel)
+        except ValueError as exc:
+            self.message.object = f'<span class="bn-error">⚠ {exc}</span>'
+            return
+        finally:
+            self.compute_button.disabled, self.cancel_button.disabled = False, True
+            self.progress.visible = False
+        if ds.attrs.get("cancelled"):
+            self.message.object = "Cancelled: cells not computed are blank."
+        self.dataset = ds
+        self.slice.end = ds.sizes[self.axis0] - 1
+        self.draw()
+        self.downloads.visible = True
+
+    def draw(self):
+        if self.dataset is None:
+            return
+        layout, sl = surface_plots(self.dataset, self.variable.value, self.slice.value)
+        with pn.io.hold():
+            self.contours.object, self.slice_pane.object = layout, sl
+
+    def _csv(self):
+        return io.StringIO(self.dataset.to_dataframe().to_csv())
+
+    def _netcdf(self):
+        return io.BytesIO(self.dataset.to_netcdf())

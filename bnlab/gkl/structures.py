@@ -182,7 +182,8 @@ class Banded(Structure):
         idx = jnp.minimum(idx, D - 1)
         A = prior.prec[idx[:, :, None], idx[:, None, :]]
         A = jnp.where(valid[:, :, None] & valid[:, None, :], A, jnp.eye(B + 1))
-        return (idx, valid, _reverse_cholesky(A))
+        H_shift = None if prior.H is None else jnp.pad(prior.H.T, ((0, B), (0, 0)))
+        return (idx, valid, _reverse_cholesky(A), H_shift)
 
     def init(self, prior, aux):
         D, B = prior.dim, self._b(prior)
@@ -190,7 +191,7 @@ class Banded(Structure):
 
     def _rows(self, params, aux):
         """Band storage of C: rows[i, k] = C[i, i + k]."""
-        _, valid, M = aux
+        _, valid, M, _ = aux
         ct = params * valid
         solve = jax.vmap(lambda Mi, ci: solve_triangular(Mi, ci, lower=True))
         return ct, solve(M, ct)
@@ -204,9 +205,9 @@ class Banded(Structure):
             padded = jnp.pad(rows**2, ((B, 0), (0, 0)))
             s2 = sum(padded[B - k:B - k + D, k] for k in range(B + 1))
         else:                                    # (C h_n)_i = Σ_k rows[i, k] H[n, i + k]
-            Hp = jnp.pad(prior.H, ((0, 0), (0, B)))
-            CH = sum(rows[:, k][None, :] * Hp[:, k:k + D] for k in range(B + 1))
-            s2 = _sum_squares(CH)
+            H_shift = aux[3]                     # Hᵀ padded with B zero rows
+            CH = sum(rows[:, k][:, None] * H_shift[k:k + D] for k in range(B + 1))
+            s2 = jnp.sum(CH**2, axis=0)
         return half_logdet, trace, s2
 
     def covariance(self, params, prior, aux):

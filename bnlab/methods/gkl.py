@@ -99,7 +99,7 @@ def _compiled(model_key, model, structure, cubature, max_iters):
         return jax.vmap(lambda yn, m, v: lik.log_predictive(
             params["likelihood"], yn, m[None], v[None, None], rule))(ys, mean, var)
 
-    return rule, jax.jit(run), jax.jit(predict), jax.jit(log_predictive)
+    return jax.jit(run), jax.jit(predict), jax.jit(log_predictive)
 
 
 class GKLResult:
@@ -117,7 +117,7 @@ class GKLResult:
         self.model, self.params, self.X, self.y = model, params, X, y
         self.order, self.structure, self.covariance = order, structure, structure.name
         self._prior, self._solution = prior, solution
-        self._rule, _, self._predict, self._log_predictive = compiled
+        _, self._predict, self._log_predictive = compiled
         self._X_sorted = X[order]
         energy = np.asarray(solution.trace)
         energy = energy[np.isfinite(energy)]
@@ -190,7 +190,7 @@ def infer_gkl(model, X, y, *, params, max_iters=200, tol=1e-8, cubature=("gauss_
     X, y = jnp.asarray(X), jnp.asarray(y)
     perm = _order(X, order)
     compiled = _compiled(model.structure_key(), model, structure, tuple(cubature), int(max_iters))
-    prior, solution = compiled[1](params, X[perm], y[perm], jnp.asarray(float(tol)))
+    prior, solution = compiled[0](params, X[perm], y[perm], jnp.asarray(float(tol)))
     return GKLResult(model, params, X, y, perm, structure, prior, solution, compiled)
 
 

@@ -78,6 +78,6 @@ def available() -> dict:
 
 
 def gkl_covariances():
-    gkl = _module("bnlab.methods.gkl")
+    gkl = _module("bnlab.gkl")
     names = getattr(gkl, "COVARIANCES", None) if gkl is not None else None
     return tuple(names) if names else GKL_COVARIANCES

@@ -11,7 +11,7 @@ from .controls import Status
 from .live_plots import LivePlots
 from .mcmc_ref import MCMCReference
 from .problem import SettingError, build_problem
-from .runner import Runner
+from .runner import Runner, make_runner
 from .settings import URL_PARAMS, LabSettings
 
 #: settings that define the run (changing them restarts it); speed only paces it
@@ -64,7 +64,11 @@ class LiveView(pn.viewable.Viewer):
         self.pick_j = pn.widgets.IntInput(name="Point j", value=1, start=0, width=90)
         pick = pn.widgets.Button(name="Show pair", width=90, align="end")
         pick.on_click(lambda e: self.select_pair(self.pick_i.value, self.pick_j.value))
-        self.mcmc_button = pn.widgets.Button(name="MCMC reference", width=140)
+        reason = MCMCReference.reason()
+        self.mcmc_button = pn.widgets.Button(name="MCMC reference", width=140,
+                                             disabled=reason is not None,
+                                             description=reason or "sample the exact posterior "
+                                             "(AIS + elliptical slice sampling; a few seconds)")
         self.mcmc_button.on_click(lambda e: self.compute_mcmc())
         self.status_pane = pn.pane.HTML("", css_classes=["bn-status"], sizing_mode="stretch_width")
         self.description = pn.pane.Markdown("", sizing_mode="stretch_width", margin=(0, 10))
@@ -97,8 +101,7 @@ class LiveView(pn.viewable.Viewer):
         try:
             problem = build_problem(s)
             self.status.input_dim = problem.input_dim
-            runner = Runner(problem, s.method, alpha=s.effective_alpha(), rho=s.rho,
-                            cubature_order=s.cubature_order, options=s.method_options())
+            runner = make_runner(problem, s)
         except SettingError as exc:
             errors[exc.control] = str(exc)
         except (ValueError, TypeError) as exc:
@@ -196,9 +199,15 @@ class LiveView(pn.viewable.Viewer):
         self.mcmc_button.loading = True
         try:
             self.mcmc.compute(self.problem)
+        except ValueError as exc:
+            self.message = f"MCMC reference: {exc}"
+            self._render_status()
+            return
         finally:
             self.mcmc_button.loading = False
         self.push()
+        self.status_pane.object += (f" · MCMC (AIS) log p(y) ≈ <b>{self.mcmc.log_z:.3f}</b> ± "
+                                    f"{self.mcmc.log_z_se:.3f}")
 
     # -- drawing --------------------------------------------------------------------
     def joint_data(self):

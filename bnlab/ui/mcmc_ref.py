@@ -23,24 +23,34 @@ class MCMCReference:
             return "the MCMC gold standard (bnlab.mcmc) is not in this bnlab version yet"
         return None
 
-    def compute(self, problem):
+    def compute(self, problem, num_temps=300, num_chains=64, seed=0):
+        """Annealed importance sampling with elliptical-slice transitions
+        (``bnlab.mcmc.ais``): weighted posterior samples of the latents."""
         reason = self.reason()
         if reason:
             raise ValueError(reason)
         from bnlab import mcmc
-        samples = mcmc.sample_latents(problem.model, problem.X, problem.y, params=problem.params)
-        f = np.asarray(samples)
-        self.samples = f[..., 0] if f.ndim == 3 else f
-        self.x = problem.x_plot
+        res = mcmc.ais(problem.model, problem.X, problem.y, params=problem.params,
+                       num_temps=num_temps, num_chains=num_chains, seed=seed)
+        D = problem.model.num_latents
+        f = np.asarray(res.samples)[:, ::D]                  # latent f₁ at each input
+        logw = np.asarray(res.log_weights, float)
+        w = np.exp(logw - logw.max())
+        self.weights = w / w.sum()
+        self.samples, self.x = f, problem.x_plot
+        self.log_z, self.log_z_se = res.log_z, res.log_z_se
 
     def band(self):
         if self.samples is None:
             return None
         order = np.argsort(self.x)
-        m, sd = self.samples.mean(0)[order], self.samples.std(0)[order]
+        m = self.weights @ self.samples
+        sd = np.sqrt(np.maximum(self.weights @ (self.samples - m) ** 2, 0.0))
+        m, sd = m[order], sd[order]
         return {"x": self.x[order], "mean": m, "lower": m - 2 * sd, "upper": m + 2 * sd}
 
     def pair(self, i: int, j: int):
         if self.samples is None:
             return None
-        return self.samples[:, [i, j]]
+        draws = np.random.default_rng(0).choice(len(self.weights), 400, p=self.weights)
+        return self.samples[draws][:, [i, j]]

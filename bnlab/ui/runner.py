@@ -9,12 +9,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bnlab import cubature
 from bnlab.engine import Settings, get_engine
 from bnlab.inference import validate_settings
 
 from .problem import Problem
 
-__all__ = ["Runner", "band_function", "ellipse_points"]
+__all__ = ["Runner", "GKLRunner", "make_runner", "band_function", "ellipse_points"]
 
 _BAND_FNS: dict = {}
 
@@ -38,7 +39,7 @@ class Runner:
     def __init__(self, problem: Problem, method: str, *, alpha=1.0, rho=0.5, tol=1e-8,
                  cubature_order=20, options=()):
         if method == "gkl":
-            raise ValueError("G-KL has no site steps; it is not available in the live view yet")
+            raise ValueError("G-KL has no site steps: use GKLRunner (make_runner does)")
         validate_settings(method, alpha, rho, 1, tol)
         self.problem, self.method = problem, method
         self.engine = get_engine(problem.model, method, ("gauss_hermite", int(cubature_order)),
@@ -96,36 +97,9 @@ class Runner:
     def _compute_snapshot(self):
         p, st = self.problem, self.state
         mean, cov, ey, vy = jax.device_get(self._bands(p.params, p.X, st, p.Xs))
-        D = mean.shape[1]
-        bands = {}
-        for d in range(D):
-            sd = np.sqrt(np.maximum(cov[:, d, d], 0.0))
-            bands[f"f{d + 1}"] = {"x": p.xs_plot, "mean": mean[:, d],
-                                  "lower": mean[:, d] - 2 * sd, "upper": mean[:, d] + 2 * sd}
-        if p.likelihood in ("probit", "logit"):
-            prob = 0.5 * (np.asarray(ey) + 1.0)
-            predictive = {"x": p.xs_plot, "mean": prob, "lower": prob, "upper": prob,
-                          "kind": "probability"}
-        else:
-            sd = np.sqrt(np.maximum(vy, 0.0))
-            predictive = {"x": p.xs_plot, "mean": ey, "lower": ey - 2 * sd, "upper": ey + 2 * sd,
-                          "kind": "y"}
         sites = jax.device_get(st.sites)
-        order = np.argsort(p.x_plot)
-        its = np.arange(len(self.energy))
-        return {
-            "data": {"x": p.x_plot, "y": np.asarray(p.y)},
-            "bands": bands,
-            "predictive": predictive,
-            "trace": {"iteration": its, "energy": np.asarray(self.energy)},
-            "psd": {"iteration": its, "posterior_psd": np.asarray(self.posterior_psd),
-                    "cavity_psd": np.asarray(self.cavity_psd)},
-            "sites": {"x": p.x_plot[order], "nat1": np.asarray(sites.nat1)[order, 0],
-                      "prec": np.asarray(sites.prec)[order, 0, 0]},
-            "status": {"iteration": self.iteration, "energy": self.energy[-1],
-                       "converged": self.converged, "diverged": self.diverged,
-                       "max_change": self.max_change[-1]},
-        }
+        return _assemble(self, mean, cov, ey, vy, np.asarray(sites.nat1)[:, 0],
+                         np.asarray(sites.prec)[:, 0, 0])
 
     # -- two-point view -------------------------------------------------------------
     def joint(self, i: int, j: int):
@@ -147,6 +121,140 @@ class Runner:
         corr = C[0, 1] / np.sqrt(C[0, 0] * C[1, 1]) if C[0, 0] * C[1, 1] > 0 else np.nan
         return {"indices": (int(i), int(j)), "mean": m, "cov": C, "corr": float(corr),
                 "ellipse": ellipse_points(m, C)}
+
+
+def _assemble(run, mean, cov, ey, vy, nat1, prec) -> dict:
+    """Plain-numpy plot data from predictions at the plotting grid (latent mean (Ns, D),
+    covariance blocks (Ns, D, D), predictive E[y], Var[y]) and the sites."""
+    p = run.problem
+    bands = {}
+    for d in range(mean.shape[1]):
+        sd = np.sqrt(np.maximum(cov[:, d, d], 0.0))
+        bands[f"f{d + 1}"] = {"x": p.xs_plot, "mean": mean[:, d],
+                              "lower": mean[:, d] - 2 * sd, "upper": mean[:, d] + 2 * sd}
+    if p.likelihood in ("probit", "logit"):
+        prob = 0.5 * (np.asarray(ey) + 1.0)
+        predictive = {"x": p.xs_plot, "mean": prob, "lower": prob, "upper": prob,
+                      "kind": "probability"}
+    else:
+        sd = np.sqrt(np.maximum(vy, 0.0))
+        predictive = {"x": p.xs_plot, "mean": ey, "lower": ey - 2 * sd, "upper": ey + 2 * sd,
+                      "kind": "y"}
+    order = np.argsort(p.x_plot)
+    its = np.arange(len(run.energy))
+    return {
+        "data": {"x": p.x_plot, "y": np.asarray(p.y)},
+        "bands": bands,
+        "predictive": predictive,
+        "trace": {"iteration": its, "energy": np.asarray(run.energy)},
+        "psd": {"iteration": its, "posterior_psd": np.asarray(run.posterior_psd),
+                "cavity_psd": np.asarray(run.cavity_psd)},
+        "sites": {"x": p.x_plot[order], "nat1": np.asarray(nat1)[order],
+                  "prec": np.asarray(prec)[order]},
+        "status": {"iteration": run.iteration, "energy": run.energy[-1],
+                   "converged": run.converged, "diverged": run.diverged,
+                   "max_change": run.max_change[-1]},
+    }
+
+
+class GKLRunner:
+    """G-KL (Challis & Barber 2013) optimises (m, C) directly, so it has no site
+    iterations to step through: the first ``step`` solves the whole optimisation with
+    ``bnlab.infer(method="gkl")`` and the energy trace is the optimiser's bound per
+    iteration. Same interface as ``Runner``. Sites are not defined (shown empty)."""
+
+    def __init__(self, problem: Problem, *, covariance="full", band=None, rank=None,
+                 cubature_order=20, tol=1e-8, max_iters=500):
+        from bnlab.model import GP
+        if type(problem.model) is not GP or problem.model.num_latents != 1:
+            raise ValueError("G-KL needs the full GP model with a one-latent likelihood")
+        self.problem, self.method = problem, "gkl"
+        self.options = {"covariance": covariance, "band": band, "rank": rank}
+        self.cubature, self.tol, self.max_iters = ("gauss_hermite", int(cubature_order)), tol, max_iters
+        self._lock = threading.Lock()
+        self.reset()
+
+    def reset(self):
+        with self._lock:
+            self.result, self.iteration = None, 0
+            self.energy, self.posterior_psd, self.cavity_psd = [np.nan], [True], [True]
+            self.max_change = [np.nan]
+            self.diverged = self.converged = False
+            self._cache = None
+
+    def step(self, k: int = 1) -> int:
+        import bnlab
+        with self._lock:
+            if self.result is not None:
+                return 0
+            p = self.problem
+            opts = {k_: v for k_, v in self.options.items() if v is not None}
+            self.result = r = bnlab.infer(p.model, np.asarray(p.X), np.asarray(p.y), method="gkl",
+                                          params=p.params, max_iters=self.max_iters, tol=self.tol,
+                                          cubature=self.cubature, **opts)
+            n = r.n_iters
+            self.energy = [np.nan] + list(np.asarray(r.trace.energy)[:n])
+            self.posterior_psd = [True] + [not r.diverged] * n
+            self.cavity_psd = [True] * (n + 1)
+            self.max_change = [np.nan] * (n + 1)
+            self.iteration, self.converged, self.diverged = n, r.converged, r.diverged
+            self._cache = None
+            return n
+
+    def snapshot(self) -> dict:
+        with self._lock:
+            if self._cache is None:
+                self._cache = self._compute_snapshot()
+            return self._cache
+
+    def _compute_snapshot(self):
+        p = self.problem
+        N = len(p.x_plot)
+        Ns = len(p.xs_plot)
+        if self.result is None:   # before solving: the prior
+            mean = np.zeros((Ns, 1))
+            cov = np.asarray(p.model.prior_variance(p.params, p.Xs))
+        else:
+            m, v = self.result.predict(np.asarray(p.Xs))
+            mean, cov = np.asarray(m)[:, None], np.asarray(v)[:, None, None]
+        ey, vy = jax.device_get(_predictive_moments(p.model.likelihood, self.cubature)(
+            p.params["likelihood"], jnp.asarray(mean), jnp.asarray(cov)))
+        return _assemble(self, mean, cov, ey, vy, np.full(N, np.nan), np.full(N, np.nan))
+
+    def joint(self, i: int, j: int):
+        with self._lock:
+            if self.result is None:
+                raise ValueError("press run or step to solve G-KL first")
+            C = np.asarray(self.result.joint_covariance(i, j))
+            m = np.asarray(self.result.mean)[[i, j]]
+        return m, C
+
+    joint_view = Runner.joint_view
+
+
+_MOMENT_FNS: dict = {}
+
+
+def _predictive_moments(lik, cubature_spec):
+    """jit(lik params, means (Ns, 1), covs (Ns, 1, 1)) → predictive E[y], Var[y]."""
+    key = (lik.structure_key(), tuple(cubature_spec))
+    if key not in _MOMENT_FNS:
+        rule = cubature.make_rule(cubature_spec[0], cubature_spec[1], 1)
+        _MOMENT_FNS[key] = jax.jit(lambda lp, m, C: jax.vmap(
+            lambda mn, Cn: lik.predictive_moments(lp, mn, Cn, rule))(m, C))
+    return _MOMENT_FNS[key]
+
+
+def make_runner(problem: Problem, settings):
+    """The runner for the settings' method (``LabSettings``)."""
+    if settings.method == "gkl":
+        cov = settings.covariance
+        band = settings.band if cov == "banded" else None
+        rank = settings.band if cov in ("chevron", "subspace", "factor_analysis") else None
+        return GKLRunner(problem, covariance=cov, band=band, rank=rank,
+                         cubature_order=settings.cubature_order)
+    return Runner(problem, settings.method, alpha=settings.effective_alpha(), rho=settings.rho,
+                  cubature_order=settings.cubature_order, options=settings.method_options())
 
 
 def ellipse_points(mean, cov, scale=2.0, n=120):

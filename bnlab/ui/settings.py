@@ -74,7 +74,7 @@ class LabSettings(param.Parameterized):
             out["covariance"] = out["band"] = "covariance structure applies to G-KL only"
         if self.method == "gkl" and self.covariance not in ("banded", "chevron", "subspace",
                                                              "factor_analysis"):
-            out["band"] = "only for banded / chevron / subspace / factor-analysis covariances"
+            out["band"] = "only for banded (band B) / chevron, subspace, factor analysis (rank K)"
         if lik == "gaussian":
             out["cubature_order"] = "expectations are exact for a Gaussian likelihood"
         if self.kernel != "periodic":

@@ -1,0 +1,225 @@
+"""The lab's components without a browser: settings → problem → runner → plot data,
+checked against closed forms and limits that do not go through the UI code."""
+import numpy as np
+import pytest
+import xarray as xr
+from scipy.stats import norm
+
+import bnlab
+from bnlab.ui import catalog
+from bnlab.ui.compare import converge
+from bnlab.ui.controls import Controls, Status
+from bnlab.ui.live import LiveView
+from bnlab.ui.problem import SettingError, build_problem
+from bnlab.ui.runner import ellipse_points, make_runner
+from bnlab.ui.settings import URL_PARAMS, LabSettings
+from bnlab.ui.surfaces import surface_plots
+
+
+def _gp_regression(X, y, Xs, ell, var, noise):
+    """Exact GP regression with a Matérn-5/2 kernel (R&W eqs. 2.25–2.26) in numpy."""
+    def k(a, b):
+        r = np.abs(a[:, None, 0] - b[None, :, 0]) / ell
+        return var * (1 + np.sqrt(5) * r + 5 * r**2 / 3) * np.exp(-np.sqrt(5) * r)
+    A = k(X, X) + noise * np.eye(len(X))
+    Ks = k(X, Xs)
+    mean = Ks.T @ np.linalg.solve(A, y)
+    cov = k(Xs, Xs) - Ks.T @ np.linalg.solve(A, Ks)
+    sign, logdet = np.linalg.slogdet(A)
+    lml = -0.5 * (y @ np.linalg.solve(A, y) + logdet + len(y) * np.log(2 * np.pi))
+    return mean, np.diag(cov), lml
+
+
+def test_default_problem_is_the_classification_preset():
+    s = LabSettings()
+    p = build_problem(s)
+    ds = bnlab.datasets.load("classification_1d")
+    np.testing.assert_array_equal(np.asarray(p.X), ds.X)
+    np.testing.assert_array_equal(np.asarray(p.y), ds.y)
+    assert p.likelihood == "probit" and p.input_dim == 1
+    assert p.xs_plot.min() < ds.X.min() and p.xs_plot.max() > ds.X.max()
+
+
+@pytest.mark.parametrize("method", ["vi", "ep", "laplace"])
+def test_band_and_energy_equal_exact_gp_regression(method):
+    """Gaussian likelihood: every method's converged band and energy are the exact
+    posterior and log marginal likelihood (one full step is exact)."""
+    s = LabSettings(dataset="regression_1d", method=method, rho=1.0, lik_scale=0.05,
+                    lengthscale=0.7, variance=1.3)
+    p = build_problem(s)
+    r = make_runner(p, s)
+    r.step(3)
+    snap = r.snapshot()
+    X, y = np.asarray(p.X), np.asarray(p.y)
+    mean, var, lml = _gp_regression(X, y, np.asarray(p.Xs), 0.7, 1.3, 0.05)
+    b = snap["bands"]["f1"]
+    np.testing.assert_allclose(b["mean"], mean, atol=1e-6)
+    np.testing.assert_allclose((b["upper"] - b["lower"]) / 4, np.sqrt(var), atol=1e-6)
+    np.testing.assert_allclose(snap["trace"]["energy"][-1], lml, rtol=1e-7)
+    pred = snap["predictive"]
+    np.testing.assert_allclose((pred["upper"] - pred["lower"]) / 4, np.sqrt(var + 0.05), atol=1e-6)
+
+
+def test_classification_predictive_is_probit_of_band():
+    s = LabSettings(method="ep")
+    r = make_runner(build_problem(s), s)
+    r.step(20)
+    snap = r.snapshot()
+    b = snap["bands"]["f1"]
+    v = ((b["upper"] - b["lower"]) / 4) ** 2
+    np.testing.assert_allclose(snap["predictive"]["mean"], norm.cdf(b["mean"] / np.sqrt(1 + v)),
+                               atol=1e-10)
+    assert snap["predictive"]["kind"] == "probability"
+
+
+def test_trace_psd_strip_and_sites_follow_steps():
+    s = LabSettings(method="ep")
+    r = make_runner(build_problem(s), s)
+    before = r.snapshot()
+    r.step(4)
+    after = r.snapshot()
+    assert len(after["trace"]["energy"]) == 5 and after["status"]["iteration"] == 4
+    assert not np.allclose(before["bands"]["f1"]["mean"], after["bands"]["f1"]["mean"])
+    assert after["psd"]["posterior_psd"].all()
+    # EP on probit: site precisions are positive; sites are sorted by x for plotting
+    assert (after["sites"]["prec"] > 0).all()
+    assert np.all(np.diff(after["sites"]["x"]) >= 0)
+    r.reset()
+    assert r.snapshot()["status"]["iteration"] == 0
+
+
+def test_diverged_run_is_recorded_not_raised():
+    s = LabSettings(dataset="robust_1d", method="laplace", rho=1.0, lik_scale=0.05, df=2.0)
+    r = make_runner(build_problem(s), s)
+    r.step(10)
+    snap = r.snapshot()
+    assert snap["status"]["diverged"]
+    assert not snap["psd"]["posterior_psd"][-1]
+    assert r.step(5) == 0                 # a diverged run stays at its last PSD iterate
+    assert np.isfinite(snap["bands"]["f1"]["mean"]).all()
+
+
+def test_joint_view_ellipse_is_the_two_sigma_contour():
+    s = LabSettings(method="vi")
+    r = make_runner(build_problem(s), s)
+    r.step(10)
+    view = r.joint_view(3, 9)
+    m, C = view["mean"], view["cov"]
+    d = view["ellipse"] - m
+    q = np.einsum("na,ab,nb->n", d, np.linalg.inv(C), d)
+    np.testing.assert_allclose(q, 4.0, rtol=1e-9)
+    np.testing.assert_allclose(view["corr"], C[0, 1] / np.sqrt(C[0, 0] * C[1, 1]))
+    np.testing.assert_allclose(ellipse_points([0, 0], np.eye(2), 1.0)[0], [1, 0])
+
+
+def test_gkl_full_covariance_reaches_the_vi_optimum():
+    """Full-covariance G-KL and natural-gradient VI maximise the same ELBO."""
+    vi = LabSettings(method="vi", rho=1.0)
+    p = build_problem(vi)
+    r_vi = converge(p, "vi", vi)
+    g = LabSettings(method="gkl", covariance="full")
+    r_g = make_runner(p, g)
+    r_g.step(1)
+    assert r_g.converged or r_g.iteration > 0
+    np.testing.assert_allclose(r_g.energy[-1], r_vi.energy[-1], rtol=1e-4)
+
+
+def test_pep_small_alpha_approaches_vi():
+    """Power EP tends to VI as α → 0 (Bui et al. 2017; Wilkinson et al. 2023 §4.3)."""
+    s = LabSettings(method="pep")
+    p = build_problem(s)
+    vi = converge(p, "vi", s)
+    pep = converge(p, "pep", s, alpha=0.01)
+    ep = converge(p, "ep", s, alpha=1.0)
+    assert abs(pep.energy[-1] - vi.energy[-1]) < 0.1 * abs(ep.energy[-1] - vi.energy[-1]) + 1e-3
+
+
+def test_reasons_disable_what_does_not_apply():
+    s = LabSettings(method="vi")
+    r = s.reasons(1)
+    assert "alpha" in r and "covariance" in r and "period" in r and "lik_scale" in r
+    s.method = "pep"
+    assert "alpha" not in s.reasons(1) and s.effective_alpha() == s.alpha
+    s.method = "ep"
+    assert s.effective_alpha() == 1.0
+    s.kernel = "rbf"
+    assert "Matérn" in s.model_reasons(1).get("markov", "")
+    s.kernel = "matern32"
+    assert "1-D" in s.model_reasons(30).get("markov", "")
+    s.param.update(dataset="regression_1d", method="gkl", covariance="full")
+    r = s.reasons(1)
+    assert "cubature_order" in r and "rho" in r and "band" in r and "covariance" not in r
+
+
+def test_breast_cancer_bands_use_a_projection():
+    s = LabSettings(dataset="breast_cancer", method="laplace")
+    p = build_problem(s)
+    assert p.input_dim == 30 and "projection" in p.x_label
+    assert np.all(np.diff(p.xs_plot) >= 0) and len(p.xs_plot) == len(p.x_plot)
+
+
+def test_bad_csv_and_misfit_labels_name_their_control():
+    s = LabSettings(dataset="csv", csv_text="a,b\n1,2\nx,3\n")
+    with pytest.raises(SettingError, match="non-numeric") as e:
+        build_problem(s)
+    assert e.value.control == "csv"
+    s.csv_text = "x,label\n0.1,0\n0.5,1\n0.9,1\n"
+    s.likelihood = "probit"
+    with pytest.raises(SettingError, match=r"labels in \{-1, 1\}") as e:
+        build_problem(s)
+    assert e.value.control == "likelihood"
+
+
+def test_controls_show_reasons_and_errors():
+    s, st = LabSettings(method="vi"), Status()
+    c = Controls(s, st)
+    assert c.widgets["alpha"].disabled and c.hints["alpha"].visible
+    assert "Power-EP" in c.hints["alpha"].object
+    s.method = "pep"
+    assert not c.widgets["alpha"].disabled and not c.hints["alpha"].visible
+    st.errors = {"likelihood": "these data do not fit"}
+    assert "bn-error" in c.hints["likelihood"].object and c.hints["likelihood"].visible
+    avail = catalog.available()
+    assert (("sparse" in c.widgets["model"].disabled_options) == (not avail["sparse"]))
+
+
+def test_live_view_step_updates_plot_sources_and_error_keeps_state():
+    s, st = LabSettings(method="ep"), Status()
+    live = LiveView(s, st)
+    assert live.rebuild()
+    src = live.plots.src
+    m0 = np.array(src["f1"].data["mean"])
+    live.step(3)
+    assert len(src["energy"].data["energy"]) == 4
+    assert not np.allclose(m0, src["f1"].data["mean"])
+    live.select_pair(1, 4)
+    assert len(src["ellipse"].data["a"]) > 0 and len(src["pair"].data["x"]) == 2
+    runner = live.runner
+    s.param.update(dataset="csv", csv_text="a,b\n1,oops\n")     # bad CSV: error, old run kept
+    assert "csv" in st.errors and live.runner is runner
+    s.param.update(dataset="classification_1d", csv_text="")
+    assert st.errors == {} and live.runner is not runner
+
+
+def test_url_parameters_round_trip():
+    a = LabSettings(method="pep", alpha=0.3, kernel="matern32", rho=0.7, dataset="counts_1d")
+    b = LabSettings()
+    b.param.update(**a.url_state())
+    assert b.url_state() == a.url_state()
+    assert "csv_text" not in URL_PARAMS
+
+
+def test_surface_plots_mark_argmax_and_share_colour_limits():
+    ls, var = np.geomspace(0.1, 10, 5), np.geomspace(0.1, 100, 4)
+    z = -((np.log(var)[:, None] - 1.0) ** 2 + (np.log(ls)[None, :] - 0.5) ** 2)
+    data = np.stack([z, z - 1.0])
+    ds = xr.Dataset({"log_marginal_per_n": (("method", "variance", "lengthscale"), data)},
+                    coords={"method": ["vi", "ep"], "variance": var, "lengthscale": ls})
+    layout, sl = surface_plots(ds, slice_index=2)
+    panels = list(layout)
+    clims = {p.get(0).opts.get().kwargs["clim"] for p in panels}
+    assert len(clims) == 1
+    marker = panels[0].get(2)
+    i0, i1 = np.unravel_index(np.argmax(z), z.shape)
+    np.testing.assert_allclose(marker.array()[0], [np.log10(ls[i1]), np.log10(var[i0])])
+    np.testing.assert_allclose(list(sl)[1].dimension_values(1), data[1][2])

@@ -11,7 +11,6 @@ its inputs, runs a compiled ``solve`` and wraps the answer in a ``GKLFit``.
 """
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any, NamedTuple
 
 import jax
@@ -76,11 +75,19 @@ def solve(prior: GaussianPrior, structure: Structure, lik, lik_params, y, rule, 
     return Solution(params, aux, value, jnp.concatenate(traces), n_total, converged, diverged)
 
 
-@lru_cache(maxsize=64)
-def _compiled_solve(structure, lik_key, lik, max_iters):
-    def run(prior, lik_params, y, rule, tol):
-        return solve(prior, structure, lik, lik_params, y, rule, max_iters=max_iters, tol=tol)
-    return jax.jit(run)
+_SOLVERS: dict = {}
+
+
+def _compiled_solve(structure, lik, max_iters):
+    """Compiled ``solve``, shared by likelihoods with the same structure key (their
+    numbers live in ``lik_params``)."""
+    key = (structure, lik.structure_key(), max_iters)
+    if key not in _SOLVERS:
+        def run(prior, lik_params, y, rule, tol):
+            return solve(prior, structure, lik, lik_params, y, rule, max_iters=max_iters,
+                         tol=tol)
+        _SOLVERS[key] = jax.jit(run)
+    return _SOLVERS[key]
 
 
 class GKLFit:
@@ -169,6 +176,6 @@ def fit(prior_mean, prior_cov, H, likelihood, y, covariance="full", *, band=None
     if lik_params is None:
         lik_params = likelihood.init_params()
     rule = cub.make_rule(cubature[0], int(cubature[1]), 1)
-    run = _compiled_solve(structure, likelihood.structure_key(), likelihood, int(max_iters))
+    run = _compiled_solve(structure, likelihood, int(max_iters))
     solution = run(prior, lik_params, jnp.asarray(y), rule, jnp.asarray(float(tol)))
     return GKLFit(solution, prior, structure)

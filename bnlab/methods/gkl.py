@@ -20,7 +20,7 @@ eq. 24, whose printed tr(CΣ⁻¹∂ΣΣ⁻¹C) should read tr(CΣ⁻¹∂ΣΣ�
 """
 from __future__ import annotations
 
-from functools import lru_cache, partial
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -76,8 +76,19 @@ def _gp_prior(model, params, X):
     return make_prior(0.0, model.prior_covariance(params, X, X), None)
 
 
-@lru_cache(maxsize=64)
-def _compiled(model_key, model, structure, cubature, max_iters):
+_COMPILED: dict = {}
+
+
+def _compiled(model, structure, cubature, max_iters):
+    """(run, predict, log_predictive), jitted and shared by models with the same
+    structure key (every number lives in ``params``), as ``engine.get_engine`` does."""
+    key = (model.structure_key(), structure, cubature, max_iters)
+    if key not in _COMPILED:
+        _COMPILED[key] = _build(model, structure, cubature, max_iters)
+    return _COMPILED[key]
+
+
+def _build(model, structure, cubature, max_iters):
     rule = cub.make_rule(cubature[0], int(cubature[1]), 1)
 
     def run(params, X, y, tol):
@@ -189,7 +200,7 @@ def infer_gkl(model, X, y, *, params, max_iters=200, tol=1e-8, cubature=("gauss_
     structure = _structure(covariance, band, rank)
     X, y = jnp.asarray(X), jnp.asarray(y)
     perm = _order(X, order)
-    compiled = _compiled(model.structure_key(), model, structure, tuple(cubature), int(max_iters))
+    compiled = _compiled(model, structure, tuple(cubature), int(max_iters))
     prior, solution = compiled[0](params, X[perm], y[perm], jnp.asarray(float(tol)))
     return GKLResult(model, params, X, y, perm, structure, prior, solution, compiled)
 

@@ -198,6 +198,9 @@ def ais_grid(model, X, y, params_list, *, X_test=None, y_test=None, num_temps=10
     over points: log_z, log_z_se, lpd, mean_shrinks, capped_fraction, num_temps
     [, samples, log_weights]), cancelled)."""
     _validate(num_temps, num_chains, steps_per_temp, max_shrinks)
+    if getattr(model, "structure", None) != "full":
+        raise ValueError(f"AIS samples the exact full-GP posterior; give a bnlab.GP model, "
+                         f"got {type(model).__name__}")
     from .inference import prepare_data
     X, y = prepare_data(model, X, y)
     with_test = X_test is not None and y_test is not None

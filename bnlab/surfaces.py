@@ -101,7 +101,7 @@ def _point_alpha(names, theta, alpha):
 _SOLVERS: dict = {}
 
 
-def _solver(engine, extra, names, max_iters, with_test):
+def _solver(engine, extra, names, max_iters, with_test, alpha_axis):
     """jit(block) where block runs the points of a chunk one after another with
     ``lax.scan``: each point starts from the last converged sites in the walk (warm) or
     from the initial sites (cold); a warm run that diverges is redone cold.
@@ -112,13 +112,13 @@ def _solver(engine, extra, names, max_iters, with_test):
     and the model's ``lax.cond`` (√W form vs prior-Cholesky form) becomes a ``select``
     that evaluates both branches — together 2–5× the work. The scan keeps each point's
     cost equal to a single ``bnlab.infer`` call, compiled once per chunk length."""
-    key = (engine, extra, names, max_iters, with_test)
+    key = (engine, extra, names, max_iters, with_test, alpha_axis)
     if key in _SOLVERS:
         return _SOLVERS[key]
 
     def solve_point(theta, start, use_start, base, X, y, alpha, rho, tol, Xs, ys):
         params = point_params(base, names, theta)
-        settings = Settings(_point_alpha(names, theta, alpha), rho, tol)
+        settings = Settings(_point_alpha(names, theta, alpha) if alpha_axis else alpha, rho, tol)
         cold = init_sites(X.shape[0], engine.model.num_latents)
 
         def run(sites):
@@ -288,7 +288,7 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
             break
         engine = get_engine(model, run, cubature, tuple(method_options.get(run, {}).items()))
         extra = tuple(_ENERGY_OF[m] for m in members if m != run)
-        solve = _solver(engine, extra, names, int(max_iters[run]), with_test)
+        solve = _solver(engine, extra, names, int(max_iters[run]), with_test, run != "ep")
         a = 1.0 if run == "ep" else float(alpha)
         const = (base, X, y, jnp.asarray(a), jnp.asarray(float(damping[run])), jnp.asarray(float(tol)),
                  X_test if with_test else jnp.zeros((1, X.shape[1])),

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 from . import cubature
 from .energies import energy as compute_energy
 from .methods.base import LocalInput, inv_small
-from .methods.registry import build_method
+from .methods.registry import NONNEGATIVE_SITES_IF_LOG_CONCAVE, build_method
 from .models import structure_module
 from .sites import (Marginals, Sites, damped_update, init_sites, max_relative_change,
                     min_eigenvalue)
@@ -91,6 +91,11 @@ class Engine:
         self.rule = cubature.make_rule(rule_spec[0], rule_spec[1], model.num_latents)
         self.method = build_method(method_name, self.lik, self.rule, **dict(options))
         self.structure = structure_module(model)
+        self._marginals = self.structure.marginals
+        nonnegative = (self.lik.log_concave and model.num_latents == 1
+                       and method_name in NONNEGATIVE_SITES_IF_LOG_CONCAVE)
+        if nonnegative and hasattr(self.structure, "marginals_nonnegative"):
+            self._marginals = self.structure.marginals_nonnegative
         self.init = jax.jit(self.init_pure)
         self.propose = jax.jit(self.propose_pure)
         self.step = jax.jit(self.step_pure)
@@ -110,7 +115,7 @@ class Engine:
         prior = self.structure.prepare(self.model, params, X)
         if sites is None:
             sites = init_sites(X.shape[0], self.model.num_latents)
-        marg = self.structure.marginals(prior, sites)
+        marg = self._marginals(prior, sites)
         aux = self.method.init_aux(X.shape[0], self.model.num_latents)
         return State(prior, sites, marg, aux, self._energy(params, y, marg, sites, settings))
 
@@ -133,7 +138,7 @@ class Engine:
     def step_pure(self, params, X, y, settings, state: State):
         """One iteration; a step whose posterior is not PD is rejected (state kept)."""
         new_sites, aux, _ = self.propose_pure(params, X, y, settings, state)
-        new_marg = self.structure.marginals(state.prior, new_sites)
+        new_marg = self._marginals(state.prior, new_sites)
         accepted = new_marg.psd & jnp.all(jnp.isfinite(new_marg.mean))
         new_energy = self._energy(params, y, new_marg, new_sites, settings)
         new_state = State(state.prior, new_sites, new_marg, aux, new_energy)

@@ -37,6 +37,11 @@ SITE_METHODS = {
     "ep_like": ("ep", False, False, "VI sites scored by the EP energy (Li et al. 2023)"),
 }
 METHOD_NAMES = tuple(SITE_METHODS) + ("gkl",)
+#: Methods whose site precisions stay ≥ 0 for a log-concave likelihood with one latent:
+#: −H is −∇² log p, E[−∇² log p], GᵀG, AᵀΩ⁻¹A, a negative-definite BFGS matrix, the
+#: heuristic diagonal, EP moment matching (tilted variance ≤ cavity variance) or the
+#: PD-preserving Riemannian step. Not pl2 (∇Ω terms) nor pep_qn (paper-sign R).
+NONNEGATIVE_SITES_IF_LOG_CONCAVE = frozenset(SITE_METHODS) - {"pl2", "pep_qn"}
 HEURISTIC_BASES = ("laplace", "vi", "pep", "pl2")
 
 _NONEXISTENT = {

@@ -55,13 +55,15 @@ def _marginals_sqrt(prior: FullPrior, sites: Sites) -> Marginals:
     lam = sites.prec[:, 0, 0]
     nu = sites.nat1[:, 0]
     s = jnp.sqrt(jnp.maximum(lam, 0.0))
+    # only round-off negatives may be clipped; anything larger cannot be certified here
+    certified = jnp.min(lam) >= -1e-10 * (1.0 + jnp.max(jnp.abs(lam)))
     L = jnp.linalg.cholesky(jnp.eye(K.shape[0]) + s[:, None] * K * s[None, :])
     Knu = K @ nu
     mean = Knu - K @ (s * cho_solve((L, True), s * Knu))
     V = solve_triangular(L, s[:, None] * K, lower=True)
     var = jnp.diag(K) - jnp.sum(V**2, 0)
     log_norm = 0.5 * nu @ mean - jnp.sum(jnp.log(jnp.diag(L)))
-    psd = jnp.all(jnp.isfinite(L)) & jnp.all(var > 0)
+    psd = jnp.all(jnp.isfinite(L)) & jnp.all(var > 0) & certified
     return Marginals(mean[:, None], var[:, None, None], log_norm, psd,
                      jnp.zeros((K.shape[0], 1, 1)))
 
@@ -90,6 +92,15 @@ def marginals(prior: FullPrior, sites: Sites) -> Marginals:
     if sites.nat1.shape[1] > 1:
         return _marginals_chol(prior, sites)
     return jax.lax.cond(_use_sqrt_form(sites), _marginals_sqrt, _marginals_chol, prior, sites)
+
+
+def marginals_nonnegative(prior: FullPrior, sites: Sites) -> Marginals:
+    """``marginals`` for one latent when every site precision is ≥ 0 by construction
+    (log-concave likelihood and a method that keeps it so; chosen by the engine). It
+    avoids ``lax.cond``, which under ``vmap`` (grid surfaces) evaluates both
+    factorisations. A site precision below −1e-10·(1 + max|λ|), impossible in exact
+    arithmetic here, marks the posterior as not certified (psd False)."""
+    return _marginals_sqrt(prior, sites)
 
 
 def _predict_sqrt(prior, sites, mean, Ks, kss):

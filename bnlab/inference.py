@@ -72,6 +72,20 @@ class InferenceResult:
             return np.asarray(mean[:, 0]), np.asarray(cov[:, 0, 0])
         return np.asarray(mean), np.asarray(cov)
 
+    def joint_covariance(self, i: int, j: int) -> np.ndarray:
+        """Posterior covariance of (f(x_i), f(x_j)), a (2D, 2D) matrix (latents of x_i
+        first) — what the lab's cross-covariance ellipses draw. Full GPs use their
+        factorisation; Markov GPs have the same posterior, computed densely here."""
+        from .models import full, joint
+        structure = self.engine.model.structure
+        if structure == "full":
+            prior = self.state.prior
+        elif structure == "markov":
+            prior = full.prepare(self.engine.model, self.params, self.X)
+        else:
+            raise ValueError(f"joint_covariance is not available for {structure!r} models")
+        return np.asarray(joint.joint_covariance(prior, self.state.sites, i, j))
+
     def log_predictive(self, X_test, y_test, reduce="mean"):
         """log ∫ p(y*|f*) q(f*) df* per test point (``reduce="none"``) or their mean."""
         Xs = jnp.asarray(validate_inputs(X_test, "X_test"))

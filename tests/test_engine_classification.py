@@ -131,3 +131,14 @@ def test_predictions_match_dense_conditioning():
     ys = np.where(Xs[:, 0] > 0, 1.0, -1.0)
     lpd = res.log_predictive(Xs, ys, reduce="none")
     np.testing.assert_allclose(lpd, log_ndtr(ys * mean / np.sqrt(1 + var)), atol=1e-10)
+
+
+@pytest.mark.parametrize("structure", ["full", "markov"])
+def test_joint_covariance_matches_dense_inverse(structure):
+    X, y = _data(25, 10)
+    K = matern52(X, X, 1.1, 1.7)
+    cls = bnlab.GP if structure == "full" else bnlab.MarkovGP
+    model = cls(kernel=bnlab.kernels.Matern52(1.1, 1.7), likelihood=bnlab.likelihoods.Bernoulli())
+    res = bnlab.infer(model, X, y, method="ep")
+    _, C = posterior_from_sites(K, np.asarray(res.sites.prec[:, 0, 0]), np.asarray(res.sites.nat1[:, 0]))
+    np.testing.assert_allclose(res.joint_covariance(3, 17), C[np.ix_([3, 17], [3, 17])], atol=1e-9)

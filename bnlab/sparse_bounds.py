@@ -97,6 +97,8 @@ def _D_blocks(model, params, X, terms, size):
 def _logdet_over_alpha(alpha, mats):
     """Σ_b log|I + α X_b| / α for symmetric PSD blocks X_b, with the α → 0 limit tr X
     (series tr X − α/2 tr X² + α²/3 tr X³ below SMALL_ALPHA)."""
+    if mats.shape[-1] == 1:
+        return jnp.sum(_log1p_over_alpha(alpha, mats[:, 0, 0]))
     small = alpha < SMALL_ALPHA
     a = jnp.where(small, 1.0, alpha)
     I = jnp.eye(mats.shape[-1])
@@ -117,6 +119,9 @@ def _log1p_over_alpha(alpha, x):
 def _whitened_blocks(terms, y, noise_blocks, size):
     """Ã = A Λ^{-½} and ỹ = Λ^{-½} y for block-diagonal Λ (list of (n, b, b) blocks),
     with Σ log|Λ_b|."""
+    if size == 1:                      # diagonal Λ: no per-point Cholesky
+        lam = noise_blocks[0][:, 0, 0]
+        return terms.A / jnp.sqrt(lam), y / jnp.sqrt(lam), jnp.sum(jnp.log(lam))
     At, yt, logdet = [], [], 0.0
     for Lam, Ab, yb in zip(noise_blocks, _split(terms.A.T, size), _split(y, size)):
         C = jnp.linalg.cholesky(Lam)

@@ -62,12 +62,16 @@ class Lab(pn.viewable.Viewer):
 
     def template(self):
         css = (ASSETS / "lab.css").read_text() if (ASSETS / "lab.css").exists() else ""
+        # the Fast design fetches Open Sans from Google; classrooms may be offline, so
+        # use the system sans-serif instead of a failing request
+        fast = pn.theme.fast.Fast
+        fast._resources = {k: v for k, v in fast._resources.items() if k != "font"}
         logo = ASSETS / "logo.svg"
         extra = {"logo": str(logo)} if logo.exists() else {}
         return pn.template.FastListTemplate(
             title="bnlab — approximate inference lab", sidebar=[self.controls],
             main=[self.tabs], sidebar_width=340, raw_css=[css], accent="#1f5fa8",
-            font_url="data:text/css,", **extra)   # no web-font download: works offline
+            font_url="data:text/css,", **extra)
 
     def __panel__(self):
         return pn.Row(pn.Column(self.controls, width=340), self.tabs, sizing_mode="stretch_both")

@@ -43,7 +43,11 @@ class LiveView(pn.viewable.Viewer):
     def _build_layout(self):
         self.plots = LivePlots()
         self.plots.src["data"].selected.on_change("indices", self._on_tap)
-        bk = lambda fig, **kw: pn.pane.Bokeh(fig, sizing_mode="stretch_width", **kw)  # noqa: E731
+        def bk(fig, css_classes=()):
+            """A Bokeh pane in a Column that carries a CSS class (for tests and styling)."""
+            return pn.Column(pn.pane.Bokeh(fig, sizing_mode="stretch_width"),
+                             css_classes=list(css_classes), sizing_mode="stretch_width", margin=0)
+
         self.panes = {"band": bk(self.plots.band, css_classes=["bn-band"]),
                       "energy": bk(self.plots.energy, css_classes=["bn-energy"]),
                       "predictive": bk(self.plots.predictive),

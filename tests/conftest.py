@@ -1,0 +1,75 @@
+"""Shared fixtures. UI fixtures: one ``panel serve apps/lab.py`` per test module and one
+headless Debian chromium driven by Playwright (imported lazily, so this file imports
+without playwright installed)."""
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab_url():
+    """URL of a fresh ``panel serve apps/lab.py`` (stopped after the module)."""
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"browser tests need Debian's chromium at {CHROMIUM}")
+    port = _free_port()
+    log = open(ROOT / "test-output" / "lab-server.log", "w") if (ROOT / "test-output").is_dir() \
+        else subprocess.DEVNULL
+    proc = subprocess.Popen([sys.executable, "-m", "panel", "serve", str(ROOT / "apps" / "lab.py"),
+                             "--port", str(port), "--num-threads", "4", "--liveness",
+                             "--allow-websocket-origin", f"localhost:{port}"],
+                            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://localhost:{port}/lab"
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(f"http://localhost:{port}/liveness", timeout=5)
+            break
+        except OSError:
+            if proc.poll() is not None:
+                pytest.fail("panel serve exited early")
+            time.sleep(0.5)
+    else:
+        proc.terminate()
+        pytest.fail("panel serve did not answer within 90 s")
+    yield url
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+@pytest.fixture(scope="module")
+def lab_browser():
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"browser tests need Debian's chromium at {CHROMIUM}")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture()
+def shots():
+    """Directory for screenshots (git-ignored)."""
+    out = ROOT / "test-output"
+    out.mkdir(exist_ok=True)
+    return out

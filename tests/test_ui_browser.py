@@ -1,0 +1,125 @@
+"""The lab in a real browser (Playwright + Debian chromium); one server per module."""
+import re
+
+import pytest
+
+pytestmark = pytest.mark.ui
+
+LOAD_TIMEOUT = 90_000
+
+
+def _open(browser, url):
+    ctx = browser.new_context(viewport={"width": 1500, "height": 1300})
+    page = ctx.new_page()
+    page.console_errors = []
+    page.on("console", lambda m: page.console_errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: page.console_errors.append(str(e)))
+    page.goto(url)
+    page.wait_for_selector(".bn-status b", timeout=LOAD_TIMEOUT)
+    return ctx, page
+
+
+def _bold(page):
+    """Bold fields of the status line: method, iteration, energy[, state]."""
+    return page.locator(".bn-status b").all_text_contents()
+
+
+def _method(page):
+    return (_bold(page) or [""])[0]
+
+
+def _iteration(page):
+    b = _bold(page)
+    return int(b[1]) if len(b) > 1 and b[1].isdigit() else -1
+
+
+def _wait_method(page, name, timeout_s=120):
+    for _ in range(int(timeout_s * 2)):
+        if _method(page) == name:
+            return
+        page.wait_for_timeout(500)
+    raise AssertionError(f"status still shows method {_method(page)!r}, expected {name!r}")
+
+
+def _choose(page, control, label):
+    page.locator(f".ctl-{control} select").select_option(label=label)
+
+
+def test_default_page_loads_without_console_errors(lab_browser, lab_url, shots):
+    ctx, page = _open(lab_browser, lab_url)
+    assert _method(page) == "vi" and _iteration(page) == 0
+    page.wait_for_selector(".bn-band canvas", state="attached", timeout=30_000)
+    page.screenshot(path=str(shots / "ui-default.png"), full_page=True)
+    assert page.console_errors == []
+    ctx.close()
+
+
+def test_run_ep_grows_energy_trace_and_url_records_it(lab_browser, lab_url, shots):
+    ctx, page = _open(lab_browser, lab_url)
+    _choose(page, "method", "ep — expectation propagation (Power EP with α = 1)")
+    page.wait_for_function("() => document.location.search.includes('method=ep')",
+                           timeout=LOAD_TIMEOUT)
+    _wait_method(page, "ep")
+    page.get_by_role("button", name="▶ Run").click()
+    for _ in range(60):
+        if _iteration(page) >= 2:
+            break
+        page.wait_for_timeout(500)
+    first = _iteration(page)
+    page.wait_for_timeout(1500)
+    last = _iteration(page)
+    assert first >= 2 and (last > first or "converged" in _bold(page))
+    page.get_by_role("button", name="⏸ Pause").click()
+    page.screenshot(path=str(shots / "ui-run-ep.png"), full_page=True)
+    assert page.console_errors == []
+    ctx.close()
+
+
+def test_step_changes_the_band(lab_browser, lab_url, shots):
+    ctx, page = _open(lab_browser, lab_url)
+    band = page.locator(".bn-band").first
+    before = band.screenshot()
+    page.get_by_role("button", name="Step", exact=True).click()
+    for _ in range(60):
+        if _iteration(page) == 1:
+            break
+        page.wait_for_timeout(500)
+    page.wait_for_timeout(500)
+    after = band.screenshot(path=str(shots / "ui-step-band.png"))
+    assert before != after
+    ctx.close()
+
+
+def test_bad_csv_shows_the_error_and_keeps_the_page(lab_browser, lab_url, shots):
+    ctx, page = _open(lab_browser, lab_url)
+    _choose(page, "dataset", "My CSV file (upload)")
+    page.wait_for_selector("input[type=file]", state="attached", timeout=30_000)
+    page.locator("input[type=file]").set_input_files(
+        files=[{"name": "bad.csv", "mimeType": "text/csv", "buffer": b"x,y\n1,2\n3,oops\n"}])
+    page.wait_for_selector(".bn-error:has-text('non-numeric')", timeout=30_000)
+    page.screenshot(path=str(shots / "ui-bad-csv.png"), full_page=True)
+    # the previous run is still there and can be stepped
+    page.get_by_role("button", name="Step", exact=True).click()
+    for _ in range(60):
+        if _iteration(page) == 1:
+            break
+        page.wait_for_timeout(500)
+    assert _iteration(page) == 1
+    ctx.close()
+
+
+def test_sessions_are_independent_and_shared_url_restores(lab_browser, lab_url, shots):
+    ctx_a, a = _open(lab_browser, lab_url)
+    _choose(a, "method", "ep — expectation propagation (Power EP with α = 1)")
+    _wait_method(a, "ep")
+    ctx_b, b = _open(lab_browser, lab_url)
+    assert _method(b) == "vi" and _method(a) == "ep"
+    shared = lab_url + "?dataset=counts_1d&method=pep&alpha=0.3&kernel=matern32"
+    ctx_c, c = _open(lab_browser, shared)
+    _wait_method(c, "pep")
+    assert c.locator(".ctl-dataset select").input_value().startswith("Counts")
+    assert c.get_by_text("Poisson counts").count() > 0
+    c.screenshot(path=str(shots / "ui-shared-url.png"), full_page=True)
+    assert _method(b) == "vi"
+    for ctx in (ctx_a, ctx_b, ctx_c):
+        ctx.close()

@@ -9,11 +9,12 @@ log_norm = ½ν̄ᵀm − ½log|I + KΛ̄|) to 1e-8, (b) the parallel-scan Marko
 (c) the full GP (``bnlab.models.full``) to 1e-6 — the full GP adds a jitter of
 1e-9·mean(diag K) to K in its Cholesky form (D = 2, or negative site precisions),
 which moves its log_norm by up to a few 1e-8 on these iterates.
-The D = 2 half (heteroscedastic, 20 engines) is marked ``slow``. A method step is a deterministic function
-of (sites, marginals, aux), so equal marginals at every iterate mean the full-GP run
-takes exactly this path (Wilkinson et al. 2023 §8.3: "the exact same posterior").
-Where a step is rejected (a non-PD posterior: Laplace/EP on the heteroscedastic model)
-the full-GP run must diverge at the same iteration.
+
+A method step is a deterministic function of (sites, marginals, aux), so equal
+marginals at every iterate mean the full-GP run takes exactly this path (Wilkinson et
+al. 2023 §8.3: "the exact same posterior"). Where a step is rejected (a non-PD
+posterior: Laplace/EP on the heteroscedastic model) the full-GP run must diverge at the
+same iteration. The D = 2 half (20 more engines) is marked ``slow``.
 """
 import jax
 import jax.numpy as jnp

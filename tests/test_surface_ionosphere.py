@@ -38,7 +38,7 @@ def test_ionosphere_surface_findings():
     assert both.sum() >= 20
     assert np.max(np.abs(v["ep"] - v["ep_like"])[both]) < 1e-3
     # the EP-like estimate is above the ELBO where VI converged, and peaks higher
-    assert np.all(v["ep_like"][ok["vi"]] >= v["vi"][ok["vi"]] - 1e-9)
+    assert np.all(v["ep_like"][ok["vi"]] >= v["vi"][ok["vi"]] - 1e-6)
     # (iv) the optimum region lies within the paper's colour band
     best = np.nanmax(np.where(ok["ep_like"], v["ep_like"], np.nan))
     assert -0.4 < best < 0

@@ -24,7 +24,7 @@ def converge(problem, method, settings: LabSettings, alpha=None, max_iters=MAX_I
                cubature_order=settings.cubature_order,
                options=settings.method_options() if method == settings.method else ())
     while r.iteration < max_iters and not (r.converged or r.diverged):
-        r.step(min(25, max_iters - r.iteration))
+        r.step(1)
     return r
 
 

@@ -60,7 +60,7 @@ def surface_plots(ds, variable="log_marginal_per_n", slice_index=None, levels=12
             layer = layer * ref
         panels.append(layer)
     layout = hv.Layout(panels).cols(3)
-    j = len(y) // 2 if slice_index is None else int(slice_index)
+    j = len(y) // 2 if slice_index is None else min(max(int(slice_index), 0), len(y) - 1)
     curves = [hv.Curve((x, vals[k][j]), f"log10 {ax1}", variable, label=m)
               for k, m in enumerate(methods)]
     slice_plot = hv.Overlay(curves).opts(
@@ -174,7 +174,9 @@ class SurfacesView(pn.viewable.Viewer):
         if ds.attrs.get("cancelled"):
             self.message.object = "Cancelled: cells not computed are blank."
         self.dataset = ds
-        self.slice.end = ds.sizes[self.axis0] - 1
+        rows = ds.sizes[self.axis0]
+        with pn.io.hold():
+            self.slice.param.update(end=rows - 1, value=min(self.slice.value, rows - 1))
         self.draw()
         self.downloads.visible = True
 

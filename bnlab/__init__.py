@@ -9,9 +9,9 @@ from .methods.registry import METHOD_NAMES  # noqa: E402
 from .model import GP  # noqa: E402
 from .model import SparseGP  # noqa: E402
 from .model import MarkovGP  # noqa: E402
-from . import mcmc  # noqa: E402
+from . import learning, mcmc  # noqa: E402
 from . import gkl  # noqa: E402
 from .surfaces import surface  # noqa: E402
 
 __all__ = ["cubature", "datasets", "kernels", "likelihoods", "GP", "SparseGP", "MarkovGP", "infer", "InferenceResult",
-           "METHOD_NAMES", "surface", "mcmc", "gkl"]
+           "METHOD_NAMES", "surface", "mcmc", "learning", "gkl"]

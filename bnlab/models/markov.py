@@ -24,8 +24,7 @@ positive definite iff every pivot of its forward block-LDLᵀ factorisation is, 
 "predictive precision" D_n = P_n⁻¹ + A_{n+1}ᵀQ_{n+1}⁻¹A_{n+1} of x_n given x_{n+1} and
 sites 1..n (n < N), and D_N = P_N⁻¹. By Haynsworth inertia additivity on
 [[P_n⁻¹, Aᵀ], [A, −Q]], D_n is PD iff pos(P_n) + neg(P⁻_{n+1}) = S — no Q⁻¹ needed, so
-duplicate inputs (Q = 0) are fine. P_n PD (a Cholesky) already suffices; otherwise the
-inertia is counted from the eigenvalues of the Jacobi-scaled matrices.
+duplicate inputs (Q = 0) are fine. The inertias are counted from LDLᵀ pivots.
 
 **Smoother** (RTS; the "P̄_n A_{n+1} P̄_n⁻¹" of the printed Alg. 3 is a typo): the backward
 conditionals x_n | x_{n+1} = G_n x_{n+1} + g_n + N(0, L_n) with G_n = P_nA_{n+1}ᵀ(P⁻_{n+1})⁻¹,
@@ -102,6 +101,55 @@ def _site_update(mp, Pp, nu, Lam, idx):
     return m, sym(P)
 
 
+# -- small batched linear algebra, unrolled over the state size S ----------------------
+# jaxlib's batched LAPACK custom calls (cholesky/eigh/solve over 10⁶ small matrices)
+# deadlock on this machine's CPU runtime on repeated calls, and XLA fuses these
+# unrolled loops well; S ≤ 6 here. Unpivoted LU (Doolittle): the matrices factorised
+# are predictive covariances (symmetric, PD unless the posterior is not) and
+# I + C J (similar to a PD matrix), whose leading minors are generically nonzero.
+def _lu(M):
+    S = M.shape[-1]
+    L, U = {}, {}
+    for i in range(S):
+        for j in range(i, S):
+            v = M[..., i, j]
+            for k in range(i):
+                v = v - L[i, k] * U[k, j]
+            U[i, j] = v
+        for j in range(i + 1, S):
+            v = M[..., j, i]
+            for k in range(i):
+                v = v - L[j, k] * U[k, i]
+            L[j, i] = v / U[i, i]
+    return L, U
+
+
+def _lu_solve(M, B):
+    """M⁻¹B for (..., S, S) M and (..., S, k) B."""
+    L, U = _lu(M)
+    S = M.shape[-1]
+    y = []
+    for i in range(S):
+        v = B[..., i, :]
+        for k in range(i):
+            v = v - L[i, k][..., None] * y[k]
+        y.append(v)
+    x = [None] * S
+    for i in reversed(range(S)):
+        v = y[i]
+        for k in range(i + 1, S):
+            v = v - U[i, k][..., None] * x[k]
+        x[i] = v / U[i, i][..., None]
+    return jnp.stack(x, -2)
+
+
+def _pivots(M):
+    """Diagonal of U in M = LU; for symmetric M their signs give the inertia
+    (Sylvester's law: M = L diag(U_ii) Lᵀ)."""
+    _, U = _lu(M)
+    return jnp.stack([U[i, i] for i in range(M.shape[-1])], -1)
+
+
 def _filter_sequential(A, Q, nu, Lam, idx):
     S = A.shape[-1]
 
@@ -141,7 +189,7 @@ def _filter_op(e1, e2):
     A1, b1, C1, eta1, J1 = e1
     A2, b2, C2, eta2, J2 = e2
     S = A1.shape[-1]
-    Zi = jnp.linalg.inv(jnp.eye(S) + C1 @ J2)                  # (I + C1J2)⁻¹
+    Zi = _lu_solve(jnp.eye(S) + C1 @ J2, jnp.broadcast_to(jnp.eye(S), C1.shape))  # (I + C1J2)⁻¹
     A2Zi = A2 @ Zi
     A = A2Zi @ A1
     b = jnp.einsum("...st,...t->...s", A2Zi, b1 + jnp.einsum("...st,...t->...s", C1, eta2)) + b2
@@ -189,31 +237,20 @@ def _log_normalisers(mp, Pp, nu, Lam, idx):
     T = jnp.eye(len(idx)) + Lam @ M
     b = nu - jnp.einsum("nde,ne->nd", Lam, mu)
     Tib = jnp.einsum("nde,ne->nd", jax.vmap(inv_small)(T), b)
-    logdet = jnp.linalg.slogdet(T)[1]
+    logdet = jnp.sum(jnp.log(jnp.abs(_pivots(T))), -1)
     return (jnp.sum(nu * mu, -1) - 0.5 * jnp.einsum("nd,nde,ne->n", mu, Lam, mu)
             + 0.5 * jnp.einsum("nd,nde,ne->n", Tib, M, b) - 0.5 * logdet)
 
 
-def _inertia(P):
-    """(# positive, # negative) eigenvalues of symmetric P, Jacobi-scaled (a congruence)."""
-    d = 1.0 / jnp.sqrt(jnp.abs(jnp.diagonal(P, axis1=-2, axis2=-1)))
-    ev = jnp.linalg.eigvalsh(d[..., :, None] * P * d[..., None, :])
-    return jnp.sum(ev > 0, -1), jnp.sum(ev < 0, -1)
-
-
-def _is_pd(P):
-    return jnp.all(jnp.isfinite(jnp.linalg.cholesky(P)), axis=(-2, -1))
-
-
 def _posterior_pd(P, Pp_next):
     """Every block-LDLᵀ pivot of the state-path posterior precision is PD (see module
-    docstring): P_n PD, or pos(P_n) + neg(P⁻_{n+1}) = S; and P_N PD."""
+    docstring): pos(P_n) + neg(P⁻_{n+1}) = S for n < N, and P_N PD. Inertias from the
+    LDLᵀ pivots (NaN pivots count as neither sign, so a failed filter is not PSD)."""
     S = P.shape[-1]
-    pd = _is_pd(P)
-    pos, _ = _inertia(P[:-1])
-    _, neg_next = _inertia(Pp_next)
-    pivots = pd[:-1] | (pos + neg_next == S)
-    return jnp.all(pivots) & pd[-1]
+    piv, piv_next = _pivots(P), _pivots(Pp_next)
+    pos = jnp.sum(piv[:-1] > 0, -1)
+    neg_next = jnp.sum(piv_next < 0, -1)
+    return jnp.all(pos + neg_next == S) & jnp.all(piv[-1] > 0)
 
 
 def _smooth_sorted(prior: MarkovPrior, nu, Lam):
@@ -230,7 +267,7 @@ def _smooth_sorted(prior: MarkovPrior, nu, Lam):
     log_norm = jnp.sum(_log_normalisers(mp, Pp, nu, Lam, idx))
     psd = _posterior_pd(P, Pp[1:])
     # backward conditionals; the last one is the filtered marginal itself (G_N = 0)
-    G = _mT(jnp.linalg.solve(Pp[1:], A[1:] @ P[:-1]))          # P_n A_{n+1}ᵀ (P⁻_{n+1})⁻¹
+    G = _mT(_lu_solve(Pp[1:], A[1:] @ P[:-1]))                 # P_n A_{n+1}ᵀ (P⁻_{n+1})⁻¹
     g = m[:-1] - jnp.einsum("nst,nt->ns", G, mp[1:])
     L = sym(P[:-1] - G @ Pp[1:] @ _mT(G))
     G = jnp.concatenate([G, jnp.zeros_like(G[:1])])

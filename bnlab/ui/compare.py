@@ -49,6 +49,7 @@ def comparison_plots(snaps: dict, x_label="x"):
     data = next(iter(snaps.values()))["data"]
     pts = hv.Scatter((data["x"], data["y"]), "x", "f").opts(color="#555555", size=3, alpha=0.6)
     return (hv.Overlay(bands + [pts]).opts(title="Posterior of each method", xlabel=x_label,
+                                           ylabel="latent f / data",
                                            responsive=True, min_height=300,
                                            legend_position="top_left"),
             hv.Overlay(traces).opts(title="Energy per iteration", responsive=True,
@@ -72,7 +73,8 @@ def alpha_plots(sweep: dict, index: int, x_label="x"):
     data = snap["data"]
     bands = bands * hv.Scatter((data["x"], data["y"]), "x", "f").opts(color="#555555", size=3)
     return (curve.opts(title="Converged energy against α", responsive=True, min_height=260),
-            bands.opts(title="Posterior: VI → PEP(α) → EP", xlabel=x_label, responsive=True,
+            bands.opts(title="Posterior: VI → PEP(α) → EP", xlabel=x_label, ylabel="latent f / data",
+                       responsive=True,
                        min_height=300, legend_position="top_left"))
 
 

@@ -153,8 +153,10 @@ class LiveView(pn.viewable.Viewer):
     def pause(self):
         if self._callback is not None and self._callback.running:
             self._callback.stop()
-        self.running = False
+        was_running, self.running = self.running, False
         self.run_button.disabled, self.pause_button.disabled = False, True
+        if was_running and self.runner is not None:
+            self._render_status(self.runner.snapshot()["status"])
 
     def _pace(self):
         """(callback period in ms, iterations per tick) for the chosen speed."""

@@ -4,6 +4,7 @@ import jax
 jax.config.update("jax_enable_x64", True)
 
 from . import cubature, datasets, kernels, likelihoods  # noqa: E402
+from .compiled import clear_compiled  # noqa: E402
 from .inference import InferenceResult, infer  # noqa: E402
 from .methods.registry import METHOD_NAMES  # noqa: E402
 from .model import GP  # noqa: E402
@@ -14,4 +15,4 @@ from . import gkl  # noqa: E402
 from .surfaces import surface  # noqa: E402
 
 __all__ = ["cubature", "datasets", "kernels", "likelihoods", "GP", "SparseGP", "MarkovGP", "infer", "InferenceResult",
-           "METHOD_NAMES", "surface", "mcmc", "learning", "gkl"]
+           "METHOD_NAMES", "surface", "mcmc", "learning", "gkl", "clear_compiled"]

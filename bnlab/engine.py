@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 
 from . import cubature
+from .compiled import CompiledCache
 from .energies import energy as compute_energy
 from .methods.base import LocalInput, inv_small
 from .methods.registry import NONNEGATIVE_SITES_IF_LOG_CONCAVE, build_method
@@ -190,13 +191,12 @@ class Engine:
             params["likelihood"], y_, m, C, self.rule))(ys, mean, cov)
 
 
-_ENGINES: dict = {}
+_ENGINES = CompiledCache(maxsize=48)
 
 
 def get_engine(model, method_name, rule_spec=("gauss_hermite", 20), options=()):
     """The cached engine: models with the same structure (kernel types, likelihood type
     and link) share compiled code, since every number lives in ``params``."""
     key = (model.structure_key(), method_name, tuple(rule_spec), tuple(sorted(options)))
-    if key not in _ENGINES:
-        _ENGINES[key] = Engine(model, method_name, tuple(rule_spec), tuple(sorted(options)))
-    return _ENGINES[key]
+    return _ENGINES.get(key, lambda: Engine(model, method_name, tuple(rule_spec),
+                                            tuple(sorted(options))))

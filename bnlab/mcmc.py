@@ -33,6 +33,7 @@ from jax.scipy.linalg import cho_solve
 from jax.scipy.special import logsumexp
 
 from . import cache, cubature
+from .compiled import CompiledCache
 from .models import full
 
 __all__ = ["AISResult", "ais", "ais_grid", "ess_step", "predictive_samples"]
@@ -167,20 +168,17 @@ def predictive_samples(model, params, X, samples, Xs, seed=0):
     return np.asarray(jnp.asarray(samples) @ A + z @ Lc.T)
 
 
-_COMPILED: dict = {}
+_COMPILED = CompiledCache(maxsize=8)
 
 
 def _compiled(model, settings, with_test):
     key = (model.structure_key(), settings, with_test)
-    if key not in _COMPILED:
-        T, C, S, M = settings
+    T, C, S, M = settings
 
-        def one(params, k, X, y, Xs, ys):
-            return _ais_point(model, params, X, y, k, Xs if with_test else None, ys,
-                              T, C, S, M)
+    def one(params, k, X, y, Xs, ys):
+        return _ais_point(model, params, X, y, k, Xs if with_test else None, ys, T, C, S, M)
 
-        _COMPILED[key] = jax.jit(jax.vmap(one, in_axes=(0, 0, None, None, None, None)))
-    return _COMPILED[key]
+    return _COMPILED.get(key, lambda: jax.jit(jax.vmap(one, in_axes=(0, 0, None, None, None, None))))
 
 
 def _validate(num_temps, num_chains, steps_per_temp, max_shrinks):

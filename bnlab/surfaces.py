@@ -33,6 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 
+from .compiled import CompiledCache
 from .energies import energy as compute_energy
 from .engine import Settings, get_engine
 from .inference import prepare_data, validate_settings
@@ -98,7 +99,7 @@ def _point_alpha(names, theta, alpha):
 
 
 # ---- one compiled block solver per (engine, extra energies, grid names, sizes) -------
-_SOLVERS: dict = {}
+_SOLVERS = CompiledCache(maxsize=16)
 
 
 def _solver(engine, extra, names, max_iters, with_test, alpha_axis):
@@ -113,8 +114,10 @@ def _solver(engine, extra, names, max_iters, with_test, alpha_axis):
     that evaluates both branches — together 2–5× the work. The scan keeps each point's
     cost equal to a single ``bnlab.infer`` call, compiled once per chunk length."""
     key = (engine, extra, names, max_iters, with_test, alpha_axis)
-    if key in _SOLVERS:
-        return _SOLVERS[key]
+    return _SOLVERS.get(key, lambda: _build_solver(*key))
+
+
+def _build_solver(engine, extra, names, max_iters, with_test, alpha_axis):
 
     def solve_point(theta, start, use_start, base, X, y, alpha, rho, tol, Xs, ys):
         params = point_params(base, names, theta)
@@ -162,8 +165,7 @@ def _solver(engine, extra, names, max_iters, with_test, alpha_axis):
         _, outs = jax.lax.scan(body, (start_nat1, start_prec, start_ok), thetas)
         return outs
 
-    _SOLVERS[key] = jax.jit(block)
-    return _SOLVERS[key]
+    return jax.jit(block)
 
 
 def _chunks(shape, chunk_size, warm_start):

@@ -5,6 +5,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -15,6 +16,26 @@ ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+def pytest_configure(config):
+    """Share compiled XLA programs between test modules and xdist workers through JAX's
+    persistent compilation cache: the suite compiles the same engines many times."""
+    import jax
+    jax.config.update("jax_compilation_cache_dir",
+                      os.environ.get("BNLAB_TEST_XLA_CACHE",
+                                     str(Path(tempfile.gettempdir()) / "bnlab-test-xla-cache")))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _free_compiled_code():
+    """Drop compiled programs after each module: a process may hold 65 530 memory
+    mappings, and the suite's thousands of executables would pass that (XLA then
+    segfaults). See ``bnlab.compiled``."""
+    yield
+    import bnlab
+    bnlab.clear_compiled()
 
 
 def _free_port():

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import cubature as cub
+from ..compiled import CompiledCache
 from ..likelihoods import Likelihood
 from .bound import kl_bound, site_precisions
 from .optimise import maximise
@@ -75,19 +76,17 @@ def solve(prior: GaussianPrior, structure: Structure, lik, lik_params, y, rule, 
     return Solution(params, aux, value, jnp.concatenate(traces), n_total, converged, diverged)
 
 
-_SOLVERS: dict = {}
+_SOLVERS = CompiledCache(maxsize=16)
 
 
 def _compiled_solve(structure, lik, max_iters):
     """Compiled ``solve``, shared by likelihoods with the same structure key (their
     numbers live in ``lik_params``)."""
     key = (structure, lik.structure_key(), max_iters)
-    if key not in _SOLVERS:
-        def run(prior, lik_params, y, rule, tol):
-            return solve(prior, structure, lik, lik_params, y, rule, max_iters=max_iters,
-                         tol=tol)
-        _SOLVERS[key] = jax.jit(run)
-    return _SOLVERS[key]
+
+    def run(prior, lik_params, y, rule, tol):
+        return solve(prior, structure, lik, lik_params, y, rule, max_iters=max_iters, tol=tol)
+    return _SOLVERS.get(key, lambda: jax.jit(run))
 
 
 class GKLFit:

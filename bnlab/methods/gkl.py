@@ -28,6 +28,7 @@ import numpy as np
 from jax.scipy.linalg import solve_triangular
 
 from .. import cubature as cub
+from ..compiled import CompiledCache
 from ..engine import Trace
 from ..gkl.bound import kl_bound
 from ..gkl.fit import solve
@@ -76,16 +77,14 @@ def _gp_prior(model, params, X):
     return make_prior(0.0, model.prior_covariance(params, X, X), None)
 
 
-_COMPILED: dict = {}
+_COMPILED = CompiledCache(maxsize=16)
 
 
 def _compiled(model, structure, cubature, max_iters):
     """(run, predict, log_predictive), jitted and shared by models with the same
     structure key (every number lives in ``params``), as ``engine.get_engine`` does."""
     key = (model.structure_key(), structure, cubature, max_iters)
-    if key not in _COMPILED:
-        _COMPILED[key] = _build(model, structure, cubature, max_iters)
-    return _COMPILED[key]
+    return _COMPILED.get(key, lambda: _build(model, structure, cubature, max_iters))
 
 
 def _build(model, structure, cubature, max_iters):

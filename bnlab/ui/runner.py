@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bnlab import cubature
+from bnlab.compiled import CompiledCache
 from bnlab.engine import Settings, get_engine
 from bnlab.inference import validate_settings
 
@@ -17,20 +18,18 @@ from .problem import Problem
 
 __all__ = ["Runner", "GKLRunner", "make_runner", "band_function", "ellipse_points"]
 
-_BAND_FNS: dict = {}
+_BAND_FNS = CompiledCache(maxsize=48)
 
 
 def band_function(engine):
     """jit(params, X, state, Xs) → latent mean/cov and predictive E[y], Var[y] at Xs
     (compiled once per engine)."""
-    if engine not in _BAND_FNS:
-        def bands(params, X, state, Xs):
-            mean, cov = engine.predict_pure(params, X, state, Xs)
-            ey, vy = jax.vmap(lambda m, C: engine.lik.predictive_moments(
-                params["likelihood"], m, C, engine.rule))(mean, cov)
-            return mean, cov, ey, vy
-        _BAND_FNS[engine] = jax.jit(bands)
-    return _BAND_FNS[engine]
+    def bands(params, X, state, Xs):
+        mean, cov = engine.predict_pure(params, X, state, Xs)
+        ey, vy = jax.vmap(lambda m, C: engine.lik.predictive_moments(
+            params["likelihood"], m, C, engine.rule))(mean, cov)
+        return mean, cov, ey, vy
+    return _BAND_FNS.get(engine, lambda: jax.jit(bands))
 
 
 class Runner:
@@ -232,17 +231,18 @@ class GKLRunner:
     joint_view = Runner.joint_view
 
 
-_MOMENT_FNS: dict = {}
+_MOMENT_FNS = CompiledCache(maxsize=16)
 
 
 def _predictive_moments(lik, cubature_spec):
     """jit(lik params, means (Ns, 1), covs (Ns, 1, 1)) → predictive E[y], Var[y]."""
     key = (lik.structure_key(), tuple(cubature_spec))
-    if key not in _MOMENT_FNS:
+
+    def build():
         rule = cubature.make_rule(cubature_spec[0], cubature_spec[1], 1)
-        _MOMENT_FNS[key] = jax.jit(lambda lp, m, C: jax.vmap(
+        return jax.jit(lambda lp, m, C: jax.vmap(
             lambda mn, Cn: lik.predictive_moments(lp, mn, Cn, rule))(m, C))
-    return _MOMENT_FNS[key]
+    return _MOMENT_FNS.get(key, build)
 
 
 def make_runner(problem: Problem, settings):

@@ -41,6 +41,15 @@ def _is_one(alpha):
     return isinstance(alpha, (int, float)) and alpha == 1
 
 
+def log_softplus(x):
+    """log(softplus(x)) without underflow: softplus(x) = exp(x) in float64 below
+    x ≈ −745, where log(softplus) would be −∞ (and its gradient NaN). For x < −20,
+    log(log1p(eˣ)) = x − eˣ/2 + O(e²ˣ)."""
+    small = x < -20.0
+    safe = jnp.where(small, 0.0, x)          # keeps the unused branch's gradient finite
+    return jnp.where(small, x - 0.5 * jnp.exp(x), jnp.log(jax.nn.softplus(safe)))
+
+
 def _positive(name, **values):
     for key, v in values.items():
         if not np.all(np.asarray(v) > 0):
@@ -309,8 +318,8 @@ class Heteroscedastic(Likelihood):
     gaussian_form = True
 
     def log_prob(self, params, y, f):
-        sd = jax.nn.softplus(f[1])
-        return -0.5 * (LOG2PI + 2 * jnp.log(sd) + ((y - f[0]) / sd) ** 2)
+        log_sd = log_softplus(f[1])
+        return -0.5 * (LOG2PI + 2 * log_sd + ((y - f[0]) * jnp.exp(-log_sd)) ** 2)
 
     def conditional_moments(self, params, f):
         return f[:1], jnp.reshape(jax.nn.softplus(f[1]) ** 2, (1, 1))

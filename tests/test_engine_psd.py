@@ -54,7 +54,9 @@ def test_psd_guaranteed_methods_stay_psd(seed, n, kernel, lengthscale, variance,
                       cubature=("gauss_hermite", 10), **options)
     assert res.trace.posterior_psd.all(), (res, res.trace)
     assert not res.diverged
-    assert np.all(np.isfinite(res.trace.energy))
+    # the energy may be −∞ (heuristic PEP can throw a cavity mean so far out that
+    # log E[p] underflows) but it is NaN only where a cavity is flagged as not PD
+    assert not np.any(np.isnan(res.trace.energy) & res.trace.cavity_psd)
 
 
 def _outlier_problem(seed, n=16):

@@ -68,3 +68,23 @@ def test_sampling_is_consistent_with_conditional_moments():
         y = lik.sample(lik.init_params(), f[:, : lik.num_latents], rng)
         mu, S = lik.conditional_moments(lik.init_params(), jnp.asarray(f[0, : lik.num_latents]))
         assert abs(y.mean() - float(mu[0])) < 4 * np.sqrt(float(S[0, 0]) / len(y))
+
+
+def test_heteroscedastic_log_density_has_no_nan_where_the_noise_underflows():
+    """softplus(f₂) underflows to 0 below f₂ ≈ −745; the log density must then be the
+    exact limit (−∞ away from the mean), not NaN from −∞ + ∞, and log_softplus must
+    agree with log(log1p(eᶠ)) (mpmath-free check: scipy's log1p/exp in float64)."""
+    import jax
+    from bnlab.likelihoods import log_softplus
+    x = np.array([-1500.0, -700.0, -40.0, -20.5, -19.5, -3.0, 0.0, 5.0, 40.0])
+    exact = np.where(x < -30, x, np.log(np.log1p(np.exp(x))))       # log1p(eˣ) = eˣ there
+    np.testing.assert_allclose(log_softplus(jnp.asarray(x)), exact, rtol=1e-13)
+    grads = jax.vmap(jax.grad(log_softplus))(jnp.asarray(x))
+    assert np.all(np.isfinite(grads))
+    lik = bnlab.likelihoods.Heteroscedastic()
+    p = lik.init_params()
+    assert lik.log_prob(p, 0.7, jnp.array([0.2, -1500.0])) == -np.inf
+    near = lik.log_prob(p, 0.7, jnp.array([0.2, -30.0]))
+    sd = np.log1p(np.exp(-30.0))
+    assert float(near) == pytest.approx(-0.5 * (np.log(2 * np.pi) + 2 * np.log(sd) + (0.5 / sd) ** 2),
+                                        rel=1e-12)

@@ -33,6 +33,10 @@ def _iteration(page):
     return int(b[1]) if len(b) > 1 and b[1].isdigit() else -1
 
 
+def _stopped(page):
+    return any(w in _bold(page) for w in ("converged", "diverged"))
+
+
 def _wait_method(page, name, timeout_s=120):
     for _ in range(int(timeout_s * 2)):
         if _method(page) == name:
@@ -69,7 +73,15 @@ def test_run_ep_grows_energy_trace_and_url_records_it(lab_browser, lab_url, shot
     page.wait_for_timeout(1500)
     last = _iteration(page)
     assert first >= 2 and (last > first or "converged" in _bold(page))
-    page.get_by_role("button", name="⏸ Pause").click()
+    if not _stopped(page):               # EP may converge (and disable Pause) first
+        try:
+            page.get_by_role("button", name="⏸ Pause").click(timeout=5_000)
+        except Exception:
+            assert _stopped(page)
+        page.wait_for_timeout(1000)
+        paused_at = _iteration(page)
+        page.wait_for_timeout(1000)
+        assert _iteration(page) == paused_at
     page.screenshot(path=str(shots / "ui-run-ep.png"), full_page=True)
     assert page.console_errors == []
     ctx.close()

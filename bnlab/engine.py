@@ -52,7 +52,8 @@ class StepInfo(NamedTuple):
     step_size: jnp.ndarray         # ρ used
     max_change: jnp.ndarray        # max relative site change
     posterior_psd: jnp.ndarray     # posterior covariance PD after the step
-    cavity_psd: jnp.ndarray        # every cavity (power α; 1 for non-PEP) PD at the new state
+    cavity_psd: jnp.ndarray        # every cavity (power α; 1 for non-PEP) PD at the new state;
+                                   # True for the mean-only (Laplace-family) methods
     min_site_precision: jnp.ndarray
     min_cavity_precision: jnp.ndarray
     accepted: jnp.ndarray          # False when the step was rejected (non-PD posterior)
@@ -97,6 +98,14 @@ class Engine:
                        and method_name in NONNEGATIVE_SITES_IF_LOG_CONCAVE)
         if nonnegative and hasattr(self.structure, "marginals_nonnegative"):
             self._marginals = self.structure.marginals_nonnegative
+        # what each iteration needs: mean-only methods skip the marginal variances
+        # (the returned state of ``run`` has them, computed once at the end)
+        self._step_marginals = self._marginals
+        self.mean_only = (not self.method.uses_covariance
+                          and hasattr(self.structure, "marginals_mean_only"))
+        if self.mean_only:
+            self._step_marginals = (self.structure.marginals_mean_only_nonnegative if nonnegative
+                                    else self.structure.marginals_mean_only)
         self.init = jax.jit(self.init_pure)
         self.propose = jax.jit(self.propose_pure)
         self.step = jax.jit(self.step_pure)
@@ -139,20 +148,28 @@ class Engine:
     def step_pure(self, params, X, y, settings, state: State):
         """One iteration; a step whose posterior is not PD is rejected (state kept)."""
         new_sites, aux, _ = self.propose_pure(params, X, y, settings, state)
-        new_marg = self._marginals(state.prior, new_sites)
+        new_marg = self._step_marginals(state.prior, new_sites)
         accepted = new_marg.psd & jnp.all(jnp.isfinite(new_marg.mean))
         new_energy = self._energy(params, y, new_marg, new_sites, settings)
-        new_state = State(state.prior, new_sites, new_marg, aux, new_energy)
-        out = jax.tree_util.tree_map(lambda a, b: jnp.where(accepted, a, b), new_state, state)
-        cav = _cavity_min_precision(out.marginals, out.sites, self._alpha(settings))
+        # the prior passes through untouched (a select over it would copy the N×N
+        # factors every step); only the parts a rejected step must restore are selected
+        keep = lambda new, old: jax.tree_util.tree_map(  # noqa: E731
+            lambda a, b: jnp.where(accepted, a, b), new, old)
+        out = State(state.prior, keep(new_sites, state.sites), keep(new_marg, state.marginals),
+                    keep(aux, state.aux), keep(new_energy, state.energy))
+        if self.mean_only:           # these methods have no cavity (nor was C computed)
+            cavity_ok, min_cavity = jnp.asarray(True), jnp.asarray(jnp.nan)
+        else:
+            cav = _cavity_min_precision(out.marginals, out.sites, self._alpha(settings))
+            cavity_ok, min_cavity = jnp.all(cav > 0), jnp.min(cav)
         info = StepInfo(
             energy=jnp.where(accepted, new_energy, jnp.nan),
             step_size=jnp.asarray(settings.rho, float),
             max_change=max_relative_change(state.sites, new_sites),
             posterior_psd=accepted,
-            cavity_psd=jnp.all(cav > 0),
+            cavity_psd=cavity_ok,
             min_site_precision=jnp.min(min_eigenvalue(new_sites.prec)),
-            min_cavity_precision=jnp.min(cav),
+            min_cavity_precision=min_cavity,
             accepted=accepted)
         return out, info
 
@@ -177,6 +194,8 @@ class Engine:
 
         carry = (state0, trace0, jnp.asarray(0), jnp.asarray(False), jnp.asarray(False))
         state, trace, n, converged, diverged = jax.lax.while_loop(cond, body, carry)
+        if self.mean_only:
+            state = state._replace(marginals=self._marginals(state.prior, state.sites))
         return state, trace, n, converged, diverged
 
     def predict_pure(self, params, X, state: State, Xs):

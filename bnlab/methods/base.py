@@ -41,6 +41,7 @@ class Method:
     uses_alpha: bool = False
     init_aux: Callable[[int, int], Any] = lambda n, d: ()
     description: str = ""
+    uses_covariance: bool = True      # False: local updates and energy need only m_n
 
 
 def sym(A):

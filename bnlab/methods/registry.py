@@ -11,7 +11,7 @@ from .quasi_newton import (B0_SCALE, PEP_B0_SCALE, bfgs_init, laplace_qn_local, 
 from .riemannian import heuristic, riemannian
 from .variational import vi_gn_local, vi_local
 
-__all__ = ["METHOD_NAMES", "SITE_METHODS", "build_method", "HEURISTIC_BASES"]
+__all__ = ["METHOD_NAMES", "SITE_METHODS", "build_method", "HEURISTIC_BASES", "MEAN_ONLY"]
 
 # name: (energy, psd_guaranteed, uses_alpha, description)
 SITE_METHODS = {
@@ -43,6 +43,9 @@ METHOD_NAMES = tuple(SITE_METHODS) + ("gkl",)
 #: PD-preserving Riemannian step. Not pl2 (∇Ω terms) nor pep_qn (paper-sign R).
 NONNEGATIVE_SITES_IF_LOG_CONCAVE = frozenset(SITE_METHODS) - {"pl2", "pep_qn"}
 HEURISTIC_BASES = ("laplace", "vi", "pep", "pl2")
+#: Methods evaluated at the posterior mean only (their J, H and the Laplace energy never
+#: read C_nn), so the global update may skip the marginal variances.
+MEAN_ONLY = frozenset({"laplace", "laplace_gn", "laplace_qn", "laplace_riemann", "taylor"})
 
 _NONEXISTENT = {
     "pep_gn": "there is no Power-EP Gauss–Newton method: Bonnet's and Price's theorems do "
@@ -83,17 +86,18 @@ def build_method(name: str, likelihood, rule, *, base: str = "vi", qn_damping: f
             raise ValueError(f"heuristic: base must be one of {HEURISTIC_BASES}, got {base!r}")
         inner = build_method(base, likelihood, rule)
         return Method("heuristic", inner.energy, heuristic(inner.local), True,
-                      inner.uses_alpha, inner.init_aux, f"heuristic {base}")
+                      inner.uses_alpha, inner.init_aux, f"heuristic {base}",
+                      inner.uses_covariance)
     energy, psd, uses_alpha, description = SITE_METHODS[name]
     if not 0 < qn_damping < 1:
         raise ValueError(f"qn_damping ξ must lie in (0, 1), got {qn_damping}")
     if name in _QN:
         scale = PEP_B0_SCALE if name == "pep_qn" else B0_SCALE
         return Method(name, energy, _QN[name](likelihood, rule, qn_damping), psd, uses_alpha,
-                      bfgs_init(scale), description)
+                      bfgs_init(scale), description, name not in MEAN_ONLY)
     if name.endswith("_riemann"):
         inner = build_method(name[: -len("_riemann")], likelihood, rule)
         return Method(name, energy, riemannian(inner.local), psd, uses_alpha,
-                      inner.init_aux, description)
+                      inner.init_aux, description, name not in MEAN_ONLY)
     return Method(name, energy, _LOCALS[name](likelihood, rule), psd, uses_alpha,
-                  description=description)
+                  description=description, uses_covariance=name not in MEAN_ONLY)

@@ -26,7 +26,8 @@ from jax.scipy.linalg import cho_solve, solve_triangular
 
 from ..sites import Marginals, Sites
 
-__all__ = ["FullPrior", "prepare", "marginals", "predict"]
+__all__ = ["FullPrior", "prepare", "marginals", "marginals_nonnegative", "marginals_mean_only",
+           "marginals_mean_only_nonnegative", "predict"]
 
 JITTER = 1e-9
 
@@ -81,6 +82,53 @@ def _marginals_chol(prior: FullPrior, sites: Sites) -> Marginals:
     log_norm = 0.5 * nu @ mean - jnp.sum(jnp.log(jnp.diag(LB)))
     psd = jnp.all(jnp.isfinite(LB))
     return Marginals(mean.reshape(N, D), cov, log_norm, psd, jnp.zeros((N, D, D)))
+
+
+def _mean_only_sqrt(prior: FullPrior, sites: Sites) -> Marginals:
+    """``_marginals_sqrt`` without the variances: one Cholesky and O(N²) work instead
+    of the N×N triangular solve of V (cov is NaN)."""
+    K = prior.K
+    lam, nu = sites.prec[:, 0, 0], sites.nat1[:, 0]
+    s = jnp.sqrt(jnp.maximum(lam, 0.0))
+    certified = jnp.min(lam) >= -1e-10 * (1.0 + jnp.max(jnp.abs(lam)))
+    L = jnp.linalg.cholesky(jnp.eye(K.shape[0]) + s[:, None] * K * s[None, :])
+    Knu = K @ nu
+    mean = Knu - K @ (s * cho_solve((L, True), s * Knu))
+    log_norm = 0.5 * nu @ mean - jnp.sum(jnp.log(jnp.diag(L)))
+    psd = jnp.all(jnp.isfinite(L)) & certified
+    N = K.shape[0]
+    return Marginals(mean[:, None], jnp.full((N, 1, 1), jnp.nan), log_norm, psd,
+                     jnp.zeros((N, 1, 1)))
+
+
+def _mean_only_chol(prior: FullPrior, sites: Sites) -> Marginals:
+    """``_marginals_chol`` without the covariance blocks: m = L_K L_B⁻ᵀ L_B⁻¹ L_Kᵀ ν̄."""
+    N, D = sites.nat1.shape
+    Lk = prior.chol_K
+    B = jnp.eye(N * D) + Lk.T @ _block_diag_times(sites.prec, Lk)
+    LB = jnp.linalg.cholesky(0.5 * (B + B.T))
+    nu = sites.nat1.reshape(-1)
+    w = solve_triangular(LB, Lk.T @ nu, lower=True)
+    mean = Lk @ solve_triangular(LB, w, lower=True, trans="T")
+    log_norm = 0.5 * nu @ mean - jnp.sum(jnp.log(jnp.diag(LB)))
+    psd = jnp.all(jnp.isfinite(LB))
+    return Marginals(mean.reshape(N, D), jnp.full((N, D, D), jnp.nan), log_norm, psd,
+                     jnp.zeros((N, D, D)))
+
+
+def marginals_mean_only(prior: FullPrior, sites: Sites) -> Marginals:
+    """Means and log_norm (cov is NaN) for the methods whose site updates and energy
+    need only the mean (Laplace/Newton, Gauss–Newton, Taylor, their QN and Riemannian
+    forms): it saves the N³ solve that the marginal variances cost."""
+    if sites.nat1.shape[1] > 1:
+        return _mean_only_chol(prior, sites)
+    return jax.lax.cond(_use_sqrt_form(sites), _mean_only_sqrt, _mean_only_chol, prior, sites)
+
+
+def marginals_mean_only_nonnegative(prior: FullPrior, sites: Sites) -> Marginals:
+    """``marginals_mean_only`` when every site precision is ≥ 0 by construction (see
+    ``marginals_nonnegative``)."""
+    return _mean_only_sqrt(prior, sites)
 
 
 def _use_sqrt_form(sites: Sites):

@@ -6,15 +6,15 @@ Li, John & Solin (2023, §5.1, Fig. 2), where the grid is 21 × 21 over (log ℓ
 and the values are divided by n.
 
 Batching: the points of a chunk run inside one compiled program — ``lax.scan`` over
-``Engine.run_pure`` (why not ``vmap``: see ``_solver``) — compiled once per method and
-chunk length; chunks (default: one grid row) run one after another, so memory holds one
-point's N × N matrices at a time, and progress is reported and cancellation checked
-between chunks.
+``Engine.run_pure`` (why not ``vmap``: see ``_solver``) — compiled once per method;
+independent chunks (default: one grid row each) run at the same time in a pool of
+``workers`` threads (``surface_blocks``), so memory holds one point's N × N matrices
+per worker, and progress is reported and cancellation checked between chunks.
 
-Warm start (default): the grid is walked row by row (rows = the *first* grid axis);
-each point starts from the converged sites of the point before it in its row, a row's
-first point from the first point of the row above (the very first point starts cold,
-from ``sites.init_sites``). Warm starting changes the path, not the fixed point, so
+Warm start (default): the first grid column is walked top to bottom, then every row
+(rows = the *first* grid axis) from its first point: each point starts from the
+converged sites of the point before it in its row, a row's first point from the first
+point of the row above (the very first point starts cold, from ``sites.init_sites``). Warm starting changes the path, not the fixed point, so
 converged values agree with ``bnlab.infer`` to the convergence tolerance; a point whose
 warm run diverges is re-run cold. With ``warm_start=False`` every point is exactly
 ``bnlab.infer(model, X, y, method, params=θ, ...)``.
@@ -39,6 +39,7 @@ from .engine import Settings, get_engine
 from .inference import prepare_data, validate_settings
 from .methods.registry import SITE_METHODS, check_method_name
 from .sites import Sites, init_sites
+from .surface_blocks import default_workers, padded, plan_blocks, run_blocks
 
 __all__ = ["surface", "grid_axes", "point_params", "KERNEL_AXES", "LIKELIHOOD_AXES"]
 
@@ -168,24 +169,6 @@ def _build_solver(engine, extra, names, max_iters, with_test, alpha_axis):
     return jax.jit(block)
 
 
-def _chunks(shape, chunk_size, warm_start):
-    """Index blocks (flat, row-major) in processing order; with warm start a block
-    never spans two rows. Returns [(indices, index of the warm-start source or -1)]:
-    a block continues from the point before it in its row, a row's first block from
-    the first point of the row above."""
-    n_rows, n_cols = shape
-    if not warm_start:
-        flat = np.arange(n_rows * n_cols)
-        return [(flat[i:i + chunk_size], -1) for i in range(0, flat.size, chunk_size)]
-    blocks = []
-    for r in range(n_rows):
-        for c in range(0, n_cols, chunk_size):
-            idx = r * n_cols + np.arange(c, min(c + chunk_size, n_cols))
-            source = idx[0] - 1 if c > 0 else (idx[0] - n_cols if r > 0 else -1)
-            blocks.append((idx, source))
-    return blocks
-
-
 def _is_cancelled(cancel):
     if cancel is None:
         return False
@@ -222,7 +205,7 @@ _ENERGY_OF = {"vi": "vfe", "ep_like": "ep"}
 def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, *,
             X_test=None, y_test=None, params=None, alpha=1.0, damping=0.5, max_iters=200,
             tol=1e-8, cubature=("gauss_hermite", 20), warm_start=True, chunk_size=None,
-            progress: Callable[[float], None] | None = None, cancel=None,
+            workers=None, progress: Callable[[float], None] | None = None, cancel=None,
             method_options=None, mcmc_options=None) -> xr.Dataset:
     """Evaluate each method's approximate log marginal likelihood on a 2-D grid.
 
@@ -234,6 +217,8 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
     large signal variances needs stronger damping than VI).
     ``method_options``: {method: {option: value}} (e.g. G-KL covariance structure);
     ``mcmc_options``: keyword arguments of ``bnlab.mcmc.ais`` (temperatures, chains, seed).
+    ``chunk_size``: grid points per compiled block (default: one grid row);
+    ``workers``: threads solving independent blocks at once (default: one per core).
     ``progress(fraction)`` is called after every chunk; ``cancel`` (a threading.Event
     or a callable returning True) stops between chunks, keeping finished values (NaN
     elsewhere) and setting ``attrs["cancelled"] = 1``.
@@ -274,7 +259,10 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
     P = thetas.shape[0]
     results = {m: _empty(P) for m in methods}
     groups = _site_groups([m for m in methods if m not in ("gkl", "mcmc")], damping, max_iters)
-    blocks = _chunks(shape, chunk, warm_start)
+    blocks = plan_blocks(shape, chunk, warm_start)
+    workers = default_workers() if workers is None else int(workers)
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
     total = len(blocks) * len(groups) + P * (("gkl" in methods) + ("mcmc" in methods))
     done, cancelled = 0, False
 
@@ -296,7 +284,7 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
                  X_test if with_test else jnp.zeros((1, X.shape[1])),
                  y_test if with_test else jnp.zeros(1))
         cancelled = _run_blocks(solve, const, thetas, blocks, warm_start, N, D, results, run,
-                                members, cancel, report)
+                                members, cancel, report, workers)
 
     for special in ("gkl", "mcmc"):
         if special in methods and not cancelled:
@@ -316,20 +304,25 @@ def _empty(P):
 
 
 def _run_blocks(solve, const, thetas, blocks, warm_start, N, D, results, run, members,
-                cancel, report):
+                cancel, report, workers):
+    """Solve the blocks (``surface_blocks``) of one site-method run and store each
+    point's values for every method in ``members``; True if cancelled."""
     cold = init_sites(N, D)
     nat1 = np.zeros((thetas.shape[0], N, D))
     prec = np.zeros((thetas.shape[0], N, D, D))
     ok = np.zeros(thetas.shape[0], bool)          # converged sites usable as a warm start
-    for idx, source in blocks:
-        if _is_cancelled(cancel):
-            return True
-        has = source >= 0 and ok[source]
-        out = solve(jnp.asarray(thetas[idx]),
-                    jnp.asarray(nat1[source] if has else cold.nat1),
-                    jnp.asarray(prec[source] if has else cold.prec),
+    length = max(len(b.points) for b in blocks)
+
+    def solve_block(block):                       # in a worker thread
+        has = block.source >= 0 and ok[block.source]
+        out = solve(jnp.asarray(thetas[padded(block.points, length)]),
+                    jnp.asarray(nat1[block.source] if has else cold.nat1),
+                    jnp.asarray(prec[block.source] if has else cold.prec),
                     jnp.asarray(has), jnp.asarray(bool(warm_start)), *const)
-        out = {k: np.asarray(v) for k, v in out.items()}
+        return {k: np.asarray(v)[:len(block.points)] for k, v in out.items()}
+
+    def store(block, out):                        # in the calling thread
+        idx = block.points
         nat1[idx], prec[idx] = out["nat1"], out["prec"]
         ok[idx] = out["converged"] & ~out["diverged"]
         for m in members:
@@ -342,7 +335,9 @@ def _run_blocks(solve, const, thetas, blocks, warm_start, N, D, results, run, me
             if "lpd" in out:
                 r["log_predictive"][idx] = out["lpd"]
         report()
-    return False
+
+    return run_blocks(blocks, solve_block, store, workers=workers,
+                      cancelled=lambda: _is_cancelled(cancel))
 
 
 def _run_gkl(model, X, y, Xs, ys, base, names, thetas, results, cancel, report, options,

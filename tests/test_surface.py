@@ -69,6 +69,19 @@ def test_warm_started_surface_reaches_the_same_fixed_points(problem, cold_surfac
         {"method": ["laplace", "vi", "ep", "ep_like"]}].values[:, 1:].sum()
 
 
+def test_worker_threads_change_nothing(problem):
+    """Rows solved concurrently give bit-for-bit the values of one worker: every block
+    depends only on its (finished) source point, never on timing."""
+    model, ds = problem
+    kw = dict(methods=["laplace", "ep"], grid=GRID, X_test=ds.X_test, y_test=ds.y_test)
+    one = bnlab.surface(model, ds.X, ds.y, workers=1, **kw)
+    three = bnlab.surface(model, ds.X, ds.y, workers=3, **kw)
+    for name in one.data_vars:
+        np.testing.assert_array_equal(one[name].values, three[name].values)
+    with pytest.raises(ValueError, match="workers"):
+        bnlab.surface(model, ds.X, ds.y, workers=0, **kw)
+
+
 def test_gaussian_surface_over_likelihood_noise_is_the_exact_evidence():
     from scipy.stats import multivariate_normal
     ds = bnlab.datasets.load("regression_1d", n=15)
@@ -93,11 +106,13 @@ def test_progress_and_cancel(problem):
         if len(seen) == 2:
             stop.set()
 
+    # one worker: the first column (block 1), row 0 (block 2), then the cancel
     s = bnlab.surface(model, ds.X, ds.y, methods=["laplace"], grid=GRID, progress=progress,
-                      cancel=stop, X_test=ds.X_test, y_test=ds.y_test)
+                      cancel=stop, X_test=ds.X_test, y_test=ds.y_test, workers=1)
     assert s.attrs["cancelled"] == 1
     lml = s.log_marginal.values[0]
-    assert np.isfinite(lml[:2]).all() and np.isnan(lml[2]).all()
+    assert np.isfinite(lml[:, 0]).all() and np.isfinite(lml[0]).all()
+    assert np.isnan(lml[1:, 1:]).all()
     assert seen == sorted(seen) and 0 < seen[-1] < 1
     full = []
     bnlab.surface(model, ds.X, ds.y, methods=["laplace"], grid=GRID, progress=full.append,

@@ -1,0 +1,100 @@
+"""The order in which a surface's grid points are solved, and a thread pool that solves
+independent blocks of them at the same time.
+
+A *block* is a run of grid points solved one after another inside one compiled program
+(``lax.scan``), each point warm-started from the converged sites of the point before it.
+With warm starts the grid is walked as a comb: first the first column, top to bottom
+(one chain), then every row from its first point to its end. Rows depend only on the
+column, so they are independent of each other and run in parallel, one block per worker
+thread: XLA releases the GIL while it computes, and on a CPU a Cholesky factorisation is
+one LAPACK call on one core however the points are batched (see ``surfaces._solver``),
+so concurrent blocks are how a surface uses more than one core.
+
+Every block is padded to the same length (by repeating its last point, which then
+converges in one iteration from its own solution), so one compiled program serves all
+of them.
+"""
+from __future__ import annotations
+
+import os
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+__all__ = ["Block", "plan_blocks", "padded", "run_blocks", "default_workers"]
+
+
+class Block(NamedTuple):
+    points: np.ndarray   # flat (row-major) grid indices, in the order they are solved
+    source: int          # flat index whose converged sites start the block, or −1 (cold)
+    after: int           # index of the block that must finish first, or −1
+
+
+def default_workers() -> int:
+    """One worker per core, at most 8."""
+    return max(1, min(8, os.cpu_count() or 1))
+
+
+def _chain(points, chunk, source, after, blocks):
+    """Append ``points`` as consecutive blocks of ≤ chunk points, each continuing from
+    the last point of the one before."""
+    for start in range(0, len(points), chunk):
+        part = np.asarray(points[start:start + chunk])
+        blocks.append(Block(part, source, after))
+        source, after = int(part[-1]), len(blocks) - 1
+    return blocks
+
+
+def plan_blocks(shape, chunk: int, warm_start: bool) -> list[Block]:
+    """Blocks covering a (rows × columns) grid once; see the module docstring."""
+    n_rows, n_cols = shape
+    flat = np.arange(n_rows * n_cols).reshape(shape)
+    blocks: list[Block] = []
+    if not warm_start:
+        return [Block(flat.ravel()[i:i + chunk], -1, -1) for i in range(0, flat.size, chunk)]
+    _chain(flat[:, 0], chunk, -1, -1, blocks)
+    column_block = {int(p): b for b, blk in enumerate(blocks) for p in blk.points}
+    for r in range(n_rows):
+        if n_cols > 1:
+            first = int(flat[r, 0])
+            _chain(flat[r, 1:], chunk, first, column_block[first], blocks)
+    return blocks
+
+
+def padded(points: np.ndarray, length: int) -> np.ndarray:
+    """``points`` extended to ``length`` by repeating its last entry."""
+    return np.concatenate([points, np.full(length - len(points), points[-1])])
+
+
+def run_blocks(blocks: list[Block], solve: Callable[[Block], dict],
+               store: Callable[[Block, dict], None], *, workers: int,
+               cancelled: Callable[[], bool]) -> bool:
+    """Solve every block with ``solve`` (in worker threads), respecting ``after``, and
+    hand each result to ``store`` (in the calling thread, in completion order). Stops
+    submitting once ``cancelled()``; returns whether it was cancelled."""
+    workers = max(1, int(workers))
+    children: dict[int, list[int]] = {}
+    for b, blk in enumerate(blocks):
+        children.setdefault(blk.after, []).append(b)
+    ready = deque(children.get(-1, []))
+    stopped = False
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bnlab-surface") as pool:
+        running = {}
+        while True:
+            # never queue more than the pool runs, so a cancel stops everything not started
+            while ready and len(running) < workers and not stopped:
+                if cancelled():
+                    stopped = True
+                    break
+                b = ready.popleft()
+                running[pool.submit(solve, blocks[b])] = b
+            if not running:
+                break
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                b = running.pop(future)
+                store(blocks[b], future.result())
+                ready.extend(children.get(b, []))
+    return stopped

@@ -1,0 +1,68 @@
+"""The walk over a surface's grid (``bnlab.surface_blocks``) and its thread pool."""
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from bnlab.surface_blocks import padded, plan_blocks, run_blocks
+
+
+@pytest.mark.parametrize("shape,chunk", [((4, 5), 5), ((4, 5), 2), ((3, 1), 2), ((1, 6), 4)])
+def test_warm_plan_covers_the_grid_once_as_a_comb(shape, chunk):
+    blocks = plan_blocks(shape, chunk, warm_start=True)
+    points = np.concatenate([b.points for b in blocks])
+    assert sorted(points.tolist()) == list(range(shape[0] * shape[1]))
+    assert all(len(b.points) <= chunk for b in blocks)
+    finished = set()
+    for i, b in enumerate(blocks):
+        assert b.after < i                                  # parents come first
+        if b.after >= 0:
+            assert b.source in blocks[b.after].points       # start from a finished point
+        finished.update(b.points.tolist())
+        row, col = np.divmod(b.points, shape[1])
+        if b.source < 0:
+            assert i == 0 and b.points[0] == 0              # only the very first is cold
+        elif col[0] == 0:                                   # the first column: a chain
+            assert np.all(col == 0) and b.source == b.points[0] - shape[1]
+        else:                                               # a row continues its row
+            assert len(set(row)) == 1 and b.source == b.points[0] - 1
+
+
+def test_cold_plan_has_independent_blocks():
+    blocks = plan_blocks((3, 4), 5, warm_start=False)
+    assert [b.points.tolist() for b in blocks] == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9], [10, 11]]
+    assert all(b.source == -1 and b.after == -1 for b in blocks)
+
+
+def test_padding_repeats_the_last_point():
+    np.testing.assert_array_equal(padded(np.array([4, 7]), 4), [4, 7, 7, 7])
+
+
+def test_pool_respects_dependencies_runs_rows_together_and_cancels():
+    blocks = plan_blocks((4, 3), 3, warm_start=True)       # column, then 4 row blocks
+    index = {id(b): i for i, b in enumerate(blocks)}
+    started, done, active, most = {}, set(), [0], [0]
+    lock = threading.Lock()
+
+    def solve(block):
+        with lock:
+            assert block.after < 0 or block.after in done_blocks
+            active[0] += 1
+            most[0] = max(most[0], active[0])
+        time.sleep(0.05)
+        with lock:
+            active[0] -= 1
+        return {"points": block.points}
+
+    done_blocks = set()
+
+    def store(block, out):
+        done_blocks.add(index[id(block)])
+        done.update(out["points"].tolist())
+
+    assert not run_blocks(blocks, solve, store, workers=3, cancelled=lambda: False)
+    assert done == set(range(12)) and most[0] >= 2          # rows overlapped in time
+    done.clear(), done_blocks.clear()
+    assert run_blocks(blocks, solve, store, workers=2, cancelled=lambda: len(done) >= 4)
+    assert 4 <= len(done) < 12

@@ -30,7 +30,7 @@ from .models import structure_module
 from .sites import (Marginals, Sites, damped_update, init_sites, max_relative_change,
                     min_eigenvalue)
 
-__all__ = ["Settings", "State", "StepInfo", "Trace", "Engine", "get_engine"]
+__all__ = ["Settings", "State", "StepInfo", "Trace", "Engine", "get_engine", "trace_length"]
 
 
 class Settings(NamedTuple):
@@ -64,7 +64,7 @@ class StepInfo(NamedTuple):
 
 
 class Trace(NamedTuple):
-    """Per-iteration records (arrays of length max_iters; unused tail is NaN/False)."""
+    """Per-iteration records (arrays of the run's trace length; unused tail NaN/False)."""
     energy: Any
     step_size: Any
     max_change: Any
@@ -109,7 +109,7 @@ class Engine:
         self.init = jax.jit(self.init_pure)
         self.propose = jax.jit(self.propose_pure)
         self.step = jax.jit(self.step_pure)
-        self.run = jax.jit(self.run_pure, static_argnames=("max_iters",))
+        self._run = jax.jit(self.run_pure, static_argnames=("trace_length",))
         self.predict = jax.jit(self.predict_pure)
         self.log_predictive = jax.jit(self.log_predictive_pure)
 
@@ -173,12 +173,20 @@ class Engine:
             accepted=accepted)
         return out, info
 
-    def run_pure(self, params, X, y, settings, max_iters: int, sites=None):
+    def run(self, params, X, y, settings, max_iters: int, sites=None):
+        """Jitted ``run_pure``. ``max_iters`` is a run-time value: one compiled program
+        serves every max_iters up to its trace length (``trace_length``)."""
+        return self._run(params, X, y, settings, jnp.asarray(int(max_iters)), sites,
+                         trace_length=trace_length(max_iters))
+
+    def run_pure(self, params, X, y, settings, max_iters, sites=None, trace_length=None):
         """Iterate to convergence (or max_iters, or divergence). Returns
-        (state, trace, n_iters, converged, diverged)."""
+        (state, trace, n_iters, converged, diverged); the trace has ``trace_length``
+        (default: max_iters, which must then be a Python int) entries, NaN after n."""
         state0 = self.init_pure(params, X, y, settings, sites)
-        nan = jnp.full(max_iters, jnp.nan)
-        false = jnp.zeros(max_iters, dtype=bool)
+        length = int(max_iters) if trace_length is None else trace_length
+        nan = jnp.full(length, jnp.nan)
+        false = jnp.zeros(length, dtype=bool)
         trace0 = Trace(nan, nan, nan, false, false, nan, nan)
 
         def cond(carry):
@@ -208,6 +216,12 @@ class Engine:
         mean, cov = self.predict_pure(params, X, state, Xs)
         return jax.vmap(lambda y_, m, C: self.lik.log_predictive(
             params["likelihood"], y_, m, C, self.rule))(ys, mean, cov)
+
+
+def trace_length(max_iters: int) -> int:
+    """Compiled trace length for a run of at most ``max_iters`` iterations: 256 (the
+    usual limits share one compiled program), else the next power of two."""
+    return max(256, 1 << (int(max_iters) - 1).bit_length())
 
 
 _ENGINES = CompiledCache(maxsize=48)

@@ -35,7 +35,7 @@ import xarray as xr
 
 from .compiled import CompiledCache
 from .energies import energy as compute_energy
-from .engine import Settings, get_engine
+from .engine import Settings, get_engine, trace_length
 from .inference import prepare_data, validate_settings
 from .methods.registry import SITE_METHODS, check_method_name
 from .sites import Sites, init_sites
@@ -114,19 +114,19 @@ def _solver(engine, extra, names, max_iters, with_test, alpha_axis):
     and the model's ``lax.cond`` (√W form vs prior-Cholesky form) becomes a ``select``
     that evaluates both branches — together 2–5× the work. The scan keeps each point's
     cost equal to a single ``bnlab.infer`` call, compiled once per chunk length."""
-    key = (engine, extra, names, max_iters, with_test, alpha_axis)
+    key = (engine, extra, names, trace_length(max_iters), with_test, alpha_axis)
     return _SOLVERS.get(key, lambda: _build_solver(*key))
 
 
-def _build_solver(engine, extra, names, max_iters, with_test, alpha_axis):
+def _build_solver(engine, extra, names, length, with_test, alpha_axis):
 
-    def solve_point(theta, start, use_start, base, X, y, alpha, rho, tol, Xs, ys):
+    def solve_point(theta, start, use_start, base, X, y, alpha, rho, tol, max_iters, Xs, ys):
         params = point_params(base, names, theta)
         settings = Settings(_point_alpha(names, theta, alpha) if alpha_axis else alpha, rho, tol)
         cold = init_sites(X.shape[0], engine.model.num_latents)
 
         def run(sites):
-            return engine.run_pure(params, X, y, settings, max_iters, sites)
+            return engine.run_pure(params, X, y, settings, max_iters, sites, length)
 
         def attempt(carry):          # 1st: warm (if any); 2nd, only after a diverged
             k, _ = carry               # warm run: cold. One run_pure in the program.
@@ -281,7 +281,7 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
         solve = _solver(engine, extra, names, int(max_iters[run]), with_test, run != "ep")
         a = 1.0 if run == "ep" else float(alpha)
         const = (base, X, y, jnp.asarray(a), jnp.asarray(float(damping[run])), jnp.asarray(float(tol)),
-                 X_test if with_test else jnp.zeros((1, X.shape[1])),
+                 jnp.asarray(int(max_iters[run])), X_test if with_test else jnp.zeros((1, X.shape[1])),
                  y_test if with_test else jnp.zeros(1))
         cancelled = _run_blocks(solve, const, thetas, blocks, warm_start, N, D, results, run,
                                 members, cancel, report, workers)

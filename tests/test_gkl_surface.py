@@ -9,6 +9,8 @@ import pytest
 import bnlab
 from bnlab.methods.gkl import gkl_bound_at_optimum
 
+pytestmark = pytest.mark.slow     # the fast check is tests/test_surface.py (gkl surface = infer)
+
 
 def test_vmapped_optimum_and_its_gradient():
     ds = bnlab.datasets.load("classification_1d", n=30)

@@ -10,7 +10,8 @@ from bnlab.learning import hybrid, joint, objective_gradient
 from bnlab.surfaces import point_params
 
 
-@pytest.mark.parametrize("method", ["laplace", "vi", pytest.param("ep", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("method", ["laplace", pytest.param("vi", marks=pytest.mark.slow),
+                                    pytest.param("ep", marks=pytest.mark.slow)])
 def test_gradient_equals_finite_difference_of_converged_energy(method):
     ds = bnlab.datasets.load("classification_1d", n=30)
     model = bnlab.GP(bnlab.kernels.Matern52(lengthscale=1.3, variance=2.0),

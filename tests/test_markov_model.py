@@ -137,7 +137,7 @@ def test_full_gp_agrees_on_psd_for_random_indefinite_sites():
     np.testing.assert_array_equal(np.asarray(m_psd), np.asarray(f_psd))
 
 
-@pytest.mark.parametrize("case", ["m12+m52"])
+@pytest.mark.parametrize("case", ["m32", pytest.param("m12+m52", marks=pytest.mark.slow)])
 def test_prediction_at_unsorted_test_inputs(case):
     kernels, lik = CASES[case]
     rng = np.random.default_rng(11)

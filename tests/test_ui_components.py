@@ -223,3 +223,32 @@ def test_surface_plots_mark_argmax_and_share_colour_limits():
     i0, i1 = np.unravel_index(np.argmax(z), z.shape)
     np.testing.assert_allclose(marker.array()[0], [np.log10(ls[i1]), np.log10(var[i0])])
     np.testing.assert_allclose(list(sl)[1].dimension_values(1), data[1][2])
+
+
+def test_learning_trajectory_climbs_to_the_exact_evidence_maximum_and_is_drawn():
+    """Gaussian regression: the joint-ELBO path over (lengthscale, variance) ends at the
+    maximum of the exact log marginal likelihood (checked against scipy on the numpy
+    formula above), and every surface panel draws it from start to end."""
+    from scipy.optimize import minimize
+    from bnlab.ui.trajectories import learn_trajectories
+    s = LabSettings(dataset="regression_1d", lik_scale=0.05, lengthscale=0.5, variance=0.5)
+    p = build_problem(s)
+    X, y = np.asarray(p.X), np.asarray(p.y)
+    paths = learn_trajectories(p, ("variance", "lengthscale"), ["joint ELBO (VI)"], damping=1.0)
+    t = paths["joint ELBO (VI)"]
+    assert t["variance"][0] == pytest.approx(0.5) and t["lengthscale"][0] == pytest.approx(0.5)
+    best = minimize(lambda z: -_gp_regression(X, y, X[:1], np.exp(z[1]), np.exp(z[0]), 0.05)[2],
+                    np.log([0.5, 0.5]), method="Nelder-Mead", options={"xatol": 1e-8, "fatol": 1e-10})
+    np.testing.assert_allclose([np.log(t["variance"][-1]), np.log(t["lengthscale"][-1])],
+                               best.x, atol=0.03)
+    ls, var = np.geomspace(0.1, 10, 4), np.geomspace(0.1, 10, 3)
+    ds = xr.Dataset({"log_marginal_per_n": (("method", "variance", "lengthscale"),
+                                            np.zeros((2, 3, 4)))},
+                    coords={"method": ["vi", "ep"], "variance": var, "lengthscale": ls})
+    layout, _ = surface_plots(ds, trajectories=paths)
+    for panel in layout:
+        drawn = [el for el in panel if el.group == "Path"]
+        assert len(drawn) == 1
+        xy = drawn[0].array()
+        np.testing.assert_allclose(xy[[0, -1], 0], np.log10(t["lengthscale"][[0, -1]]))
+        np.testing.assert_allclose(xy[[0, -1], 1], np.log10(t["variance"][[0, -1]]))

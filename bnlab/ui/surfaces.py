@@ -1,7 +1,8 @@
 """Surfaces page: each method's approximate log marginal likelihood over a grid of two
 hyperparameters (``bnlab.surface``), with a shared colour scale, the MCMC (AIS)
-surface's contours overlaid, argmax markers, a slice view, progress and cancel, and
-exports to CSV / netCDF (PNG through each plot's save tool)."""
+surface's contours overlaid, argmax markers, hyperparameter-learning paths, a slice
+view, progress and cancel, and exports to CSV / netCDF (PNG through each plot's save
+tool)."""
 from __future__ import annotations
 
 import io
@@ -15,6 +16,7 @@ import param
 from . import catalog
 from .problem import build_problem
 from .settings import LabSettings
+from .trajectories import LEARNERS, learn_trajectories
 
 AXES = ("lengthscale", "variance", "period", "noise", "scale", "df", "alpha")
 
@@ -23,9 +25,27 @@ def _log_coords(values):
     return np.log10(np.asarray(values, float))
 
 
-def surface_plots(ds, variable="log_marginal_per_n", slice_index=None, levels=12):
+def _trajectory_overlay(trajectories, ax0, ax1):
+    """Learning paths (log10 coordinates): a line, a hollow start and a filled end."""
+    layers = []
+    for label, t in (trajectories or {}).items():
+        if ax0 not in t or ax1 not in t:
+            continue
+        px, py = _log_coords(t[ax1]), _log_coords(t[ax0])
+        layers.append(hv.Path([np.column_stack([px, py])], label=label).opts(
+            color=t.colour, line_width=2))
+        layers.append(hv.Points([(px[0], py[0])]).opts(color=t.colour, marker="circle",
+                                                        size=8, fill_alpha=0))
+        layers.append(hv.Points([(px[-1], py[-1])]).opts(color=t.colour, marker="circle",
+                                                         size=8))
+    return layers
+
+
+def surface_plots(ds, variable="log_marginal_per_n", slice_index=None, levels=12,
+                  trajectories=None):
     """(contour layout with shared colour limits, slice overlay) from a surface Dataset
-    with dims (method, axis0, axis1)."""
+    with dims (method, axis0, axis1); ``trajectories`` ({label: Trajectory}, see
+    ``trajectories.learn_trajectories``) are drawn on every panel."""
     _, ax0, ax1 = ds[variable].dims
     x, y = _log_coords(ds[ax1].values), _log_coords(ds[ax0].values)
     vals = ds[variable].values
@@ -58,6 +78,8 @@ def surface_plots(ds, variable="log_marginal_per_n", slice_index=None, levels=12
                                                              line_width=3)
         if ref is not None and m != "mcmc":
             layer = layer * ref
+        for path in _trajectory_overlay(trajectories, ax0, ax1):
+            layer = layer * path
         panels.append(layer)
     layout = hv.Layout(panels).cols(3)
     j = len(y) // 2 if slice_index is None else min(max(int(slice_index), 0), len(y) - 1)
@@ -95,6 +117,10 @@ class SurfacesView(pn.viewable.Viewer):
         self.methods = pn.widgets.MultiChoice(name="Methods", options=choices,
                                               value=["laplace", "vi", "ep", "ep_like"],
                                               sizing_mode="stretch_width")
+        self.learners = pn.widgets.MultiChoice(
+            name="Learning trajectories (optimise the two axes from the sidebar's values)",
+            options=list(LEARNERS), value=[], sizing_mode="stretch_width")
+        self.trajectories = {}
         self.compute_button = pn.widgets.Button(name="Compute surfaces", button_type="primary")
         self.cancel_button = pn.widgets.Button(name="Cancel", button_type="danger", disabled=True)
         self.compute_button.on_click(lambda e: self.compute())
@@ -128,8 +154,9 @@ class SurfacesView(pn.viewable.Viewer):
             pn.pane.Markdown("### Marginal-likelihood surfaces\nEach method's approximation of "
                              "log p(y | θ) on a log-spaced grid (hyperparameters fixed per cell; "
                              "other settings from the sidebar). Dashed black: MCMC (AIS). "
-                             "Red ×: the best cell."),
-            self.methods, axis_row, pn.Row(self.compute_button, self.cancel_button, self.progress),
+                             "Red ×: the best cell. Learning paths run from a hollow to a "
+                             "filled circle."),
+            self.methods, axis_row, self.learners, pn.Row(self.compute_button, self.cancel_button, self.progress),
             self.message, pn.Row(self.variable, self.slice), self.contours, self.slice_pane,
             self.downloads, sizing_mode="stretch_width")
 
@@ -165,6 +192,14 @@ class SurfacesView(pn.viewable.Viewer):
                                damping=s.rho, cubature=("gauss_hermite", s.cubature_order),
                                progress=lambda f: setattr(self.progress, "value", int(100 * f)),
                                cancel=self._cancel)
+            self.trajectories = {}
+            if self.learners.value and not ds.attrs.get("cancelled"):
+                self.message.object = "Learning the hyperparameters …"
+                self.trajectories = learn_trajectories(
+                    problem, (self.axis0, self.axis1), self.learners.value, damping=s.rho,
+                    cubature=("gauss_hermite", s.cubature_order))
+                self.message.object = "Learning stopped: " + ", ".join(
+                    f"{k} ({t.stop_reason})" for k, t in self.trajectories.items())
         except ValueError as exc:
             self.message.object = f'<span class="bn-error">⚠ {exc}</span>'
             return
@@ -183,7 +218,8 @@ class SurfacesView(pn.viewable.Viewer):
     def draw(self):
         if self.dataset is None:
             return
-        layout, sl = surface_plots(self.dataset, self.variable.value, self.slice.value)
+        layout, sl = surface_plots(self.dataset, self.variable.value, self.slice.value,
+                                   trajectories=self.trajectories)
         with pn.io.hold():
             self.contours.object, self.slice_pane.object = layout, sl
 

@@ -9,6 +9,9 @@ One iteration (Wilkinson et al. 2023, Alg. 1–3):
 If the new posterior is not positive definite the step is *rejected*: the state stays
 at the last PSD iterate, the iteration is recorded with ``posterior_psd = False`` and
 the run stops as diverged (the paper reports such methods at their "last stable step").
+A step whose sites, mean or energy are not finite (an overflowing iteration) is
+rejected the same way, recorded with ``posterior_psd = True`` (no PSD verdict on
+non-finite sites) and a NaN energy.
 
 Everything is a pure function of (params, X, y, settings, state), so it jit-compiles
 and vmaps over hyperparameters. ``Engine`` objects are cached per (model structure,
@@ -149,8 +152,12 @@ class Engine:
         """One iteration; a step whose posterior is not PD is rejected (state kept)."""
         new_sites, aux, _ = self.propose_pure(params, X, y, settings, state)
         new_marg = self._step_marginals(state.prior, new_sites)
-        accepted = new_marg.psd & jnp.all(jnp.isfinite(new_marg.mean))
         new_energy = self._energy(params, y, new_marg, new_sites, settings)
+        # a PD posterior can still have blown up (the heuristic fix bounds the site
+        # precisions, not the site means); −∞ energies are legitimate, NaN are not
+        finite_sites = jnp.all(jnp.isfinite(new_sites.nat1)) & jnp.all(jnp.isfinite(new_sites.prec))
+        finite = finite_sites & jnp.all(jnp.isfinite(new_marg.mean)) & ~jnp.isnan(new_energy)
+        accepted = new_marg.psd & finite
         # the prior passes through untouched (a select over it would copy the N×N
         # factors every step); only the parts a rejected step must restore are selected
         keep = lambda new, old: jax.tree_util.tree_map(  # noqa: E731
@@ -166,7 +173,7 @@ class Engine:
             energy=jnp.where(accepted, new_energy, jnp.nan),
             step_size=jnp.asarray(settings.rho, float),
             max_change=max_relative_change(state.sites, new_sites),
-            posterior_psd=accepted,
+            posterior_psd=new_marg.psd | ~finite_sites,    # False: finite sites, not PD
             cavity_psd=cavity_ok,
             min_site_precision=jnp.min(min_eigenvalue(new_sites.prec)),
             min_cavity_precision=min_cavity,

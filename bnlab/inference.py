@@ -40,8 +40,9 @@ class InferenceResult:
     Attributes: ``log_marginal`` (the method's approximation of log p(y|θ)), ``trace``
     (per-iteration energy, step size, site change and PSD flags), ``mean``/``cov``
     (posterior marginals at the training inputs), ``sites``, ``n_iters``,
-    ``converged``, ``diverged`` (a step produced a non-PD posterior and was rejected:
-    the result is the last PSD iterate)."""
+    ``converged``, ``diverged`` (a step produced a non-PD posterior — or, with
+    ``trace.posterior_psd`` True, non-finite values — and was rejected: the result is
+    the last good iterate)."""
 
     def __init__(self, engine, params, X, y, state: State, trace: Trace, n_iters,
                  converged, diverged, method, settings):

@@ -9,7 +9,7 @@
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import bnlab
@@ -38,11 +38,16 @@ def _targets(name, f, rng):
                      if name == "student_t" else 0.0)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10**6), n=st.integers(5, 14), kernel=st.sampled_from(KERNELS),
        lengthscale=st.floats(0.2, 3.0), variance=st.floats(0.2, 5.0),
        likelihood=st.sampled_from(sorted(LIKELIHOODS)), method=st.sampled_from(PSD_METHODS),
        damping=st.floats(0.1, 1.0))
+@example(seed=0, n=7, kernel=bnlab.kernels.Matern52, lengthscale=1.0, variance=1.0,
+         likelihood="heteroscedastic", method=("heuristic", {"base": "pep"}), damping=1.0)
+@example(seed=0, n=6, kernel=bnlab.kernels.Matern32, lengthscale=1.0, variance=1.0,
+         likelihood="heteroscedastic", method=("heuristic", {"base": "pep"}), damping=1.0)
 def test_psd_guaranteed_methods_stay_psd(seed, n, kernel, lengthscale, variance, likelihood,
                                          method, damping):
     rng = np.random.default_rng(seed)
@@ -52,11 +57,22 @@ def test_psd_guaranteed_methods_stay_psd(seed, n, kernel, lengthscale, variance,
     name, options = method
     res = bnlab.infer(model, X, y, method=name, damping=damping, max_iters=25,
                       cubature=("gauss_hermite", 10), **options)
-    assert res.trace.posterior_psd.all(), (res, res.trace)
-    assert not res.diverged
+    energy, psd = res.trace.energy, res.trace.posterior_psd
+    # The guarantee is PSD in exact arithmetic, not convergence: the heuristic fix
+    # (§4.5.1) floors the site precisions but bounds neither them nor the site means,
+    # and heuristic PEP with ρ = 1 on the two-latent heteroscedastic model blows up
+    # (energies of −1e116, then a site precision of 1e29 with which B = I + LᵀΛ̄L is no
+    # longer numerically PD). Such a run must stop as diverged, never pass as converged;
+    # until it blows up every posterior is PSD.
+    if res.diverged:
+        assert not res.converged and np.isnan(energy[-1]) and not np.isnan(res.log_marginal)
+        energy, psd = energy[:-1], psd[:-1]
+        blew_up = not np.all(np.abs(energy) < 1e10)
+        assert blew_up or res.trace.posterior_psd[-1], (res, res.trace)
+    assert psd.all(), (res, res.trace)
     # the energy may be −∞ (heuristic PEP can throw a cavity mean so far out that
     # log E[p] underflows) but it is NaN only where a cavity is flagged as not PD
-    assert not np.any(np.isnan(res.trace.energy) & res.trace.cavity_psd)
+    assert not np.any(np.isnan(energy) & res.trace.cavity_psd[: len(energy)])
 
 
 def _outlier_problem(seed, n=16):

@@ -244,8 +244,10 @@ class LiveView(pn.viewable.Viewer):
             return
         if st is None:
             return
-        state = ("<b class='bn-bad'>diverged</b>: a step gave a posterior that is not positive "
-                 "definite; the last PSD iterate is shown" if st["diverged"] else
+        why = ("gave a posterior that is not positive definite" if not st["last_step_psd"]
+               else "produced non-finite values (the iteration blew up)")
+        state = (f"<b class='bn-bad'>diverged</b>: a step {why}; the last good iterate is shown"
+                 if st["diverged"] else
                  "<b class='bn-good'>converged</b>" if st["converged"] else
                  "running" if self.running else "paused")
         self.status_pane.object = (f"Method <b>{self.settings.method}</b> · iteration "

@@ -152,6 +152,7 @@ def _assemble(run, mean, cov, ey, vy, nat1, prec) -> dict:
                   "prec": np.asarray(prec)[order]},
         "status": {"iteration": run.iteration, "energy": run.energy[-1],
                    "converged": run.converged, "diverged": run.diverged,
+                   "last_step_psd": bool(run.posterior_psd[-1]),
                    "max_change": run.max_change[-1]},
     }
 

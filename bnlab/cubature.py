@@ -9,6 +9,13 @@ the cubature approximation (notes/bayes-newton.md §8 item 8).
 - Gauss–Hermite: tensor product of the 1-D rule of the caller's order (order^D points).
 - Unscented: the 3rd-order (2D + 1 points, cubature-Kalman) and the 5th-order fully
   symmetric rule of McNamee & Stenger (1967) with 2D² + 1 points.
+- Panels (one dimension, for likelihoods that bend at known places): composite
+  Gauss–Legendre in t = (f − m)/s over [−10, 10], with break points at t = 0, ±5, ±10
+  and at the likelihood's bends (f − m)/s. Gauss–Hermite nodes are √v·(node gap)
+  apart, so a factor that bends on a unit scale under a wide Gaussian is missed:
+  E[log Φ(f)] under N(0, 150²) is off by 0.09 with 20 nodes and by 9 under N(100, 150²);
+  the panel rule with 20 nodes per panel is within 1e-9 relative of adaptive quadrature
+  there (tests/test_likelihoods.py).
 """
 from __future__ import annotations
 
@@ -20,7 +27,8 @@ import numpy as np
 from jax.scipy.special import logsumexp
 
 __all__ = ["Rule", "gauss_hermite", "unscented", "make_rule", "expectation",
-           "log_expectation_exp", "sigma_points"]
+           "log_expectation_exp", "sigma_points", "panel_expectation",
+           "panel_log_expectation_exp"]
 
 
 class Rule(NamedTuple):
@@ -113,3 +121,40 @@ def log_expectation_exp(logg, rule: Rule, mean, cov):
     """
     f = sigma_points(rule, mean, cov)
     return logsumexp(jax.vmap(logg)(f) + jnp.log(rule.weights))
+
+
+#: break points of the panel rule in standard units, and its half-width (mass beyond
+#: 10 standard deviations is below 1e-22)
+_PANEL_BREAKS = np.array([-10.0, -5.0, 0.0, 5.0, 10.0])
+
+
+def _panel_nodes(mean, sd, bends, order):
+    """Standardised nodes t (P,) and weights (P,) of the panel rule, the weights
+    including the standard normal density; zero-width panels get zero weight."""
+    x, w = np.polynomial.legendre.leggauss(order)
+    moved = jnp.clip((jnp.asarray(bends) - mean) / sd, -10.0, 10.0)
+    breaks = jnp.sort(jnp.concatenate([jnp.asarray(_PANEL_BREAKS), moved]))
+    lo, hi = breaks[:-1, None], breaks[1:, None]
+    t = (0.5 * (lo + hi) + 0.5 * (hi - lo) * x[None]).ravel()
+    weights = (0.5 * (hi - lo) * w[None]).ravel() * jnp.exp(-0.5 * t**2) / np.sqrt(2 * np.pi)
+    return t, weights
+
+
+def _panel_sd(var):
+    return jnp.sqrt(jnp.maximum(var, 1e-300))
+
+
+def panel_expectation(g, mean, var, bends, order=20):
+    """E_{N(mean, var)}[g(f)] for scalar f by the panel rule; ``bends`` are the places
+    (in f) where g changes on a scale much shorter than √var could resolve.
+    Differentiable in mean and var (the break points move with them)."""
+    sd = _panel_sd(var)
+    t, weights = _panel_nodes(mean, sd, bends, order)
+    return weights @ jax.vmap(g)(mean + sd * t)
+
+
+def panel_log_expectation_exp(logg, mean, var, bends, order=20):
+    """log E_{N(mean, var)}[exp(logg(f))] by the panel rule and log-sum-exp."""
+    sd = _panel_sd(var)
+    t, weights = _panel_nodes(mean, sd, bends, order)
+    return logsumexp(jax.vmap(logg)(mean + sd * t), b=weights)

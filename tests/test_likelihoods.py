@@ -43,6 +43,26 @@ def test_expected_log_prob_and_power(lik, y, m, v):
         assert abs(got - exact) < (1e-10 if closed else tol)
 
 
+@pytest.mark.parametrize("link", ["probit", "logit"])
+@pytest.mark.parametrize("m,sd", [(-10.0, 40.0), (100.0, 150.0), (0.0, 150.0), (-3.0, 0.5)])
+def test_bernoulli_expectations_are_accurate_under_wide_gaussians(link, m, sd):
+    """The panel rule against adaptive quadrature with the bends of the link as break
+    points; 20-node Gauss–Hermite is off by 0.09–9 nats in E[log Φ] at these widths."""
+    lik, y = Bernoulli(link), 1.0
+    log_cdf = (lambda z: stats.norm.logcdf(z)) if link == "probit" else (lambda z: -np.logaddexp(0, -z))
+    mean, cov = jnp.array([m]), jnp.array([[sd**2]])
+
+    def quad(fn):
+        pts = [b for b in (-6.0, 0.0, 6.0) if m - 12 * sd < b < m + 12 * sd] or None
+        return integrate.quad(lambda f: fn(f) * stats.norm.pdf(f, m, sd), m - 12 * sd, m + 12 * sd,
+                              points=pts, limit=1000, epsabs=1e-14, epsrel=1e-13)[0]
+    exact = quad(log_cdf)
+    got = float(lik.expected_log_prob(lik.init_params(), y, mean, cov, RULE))
+    assert abs(got - exact) < 1e-6 * max(1.0, abs(exact))
+    exact_power = np.log(quad(lambda f: np.exp(0.5 * log_cdf(f))))
+    assert abs(float(lik.log_expected_power({}, y, mean, cov, 0.5, RULE)) - exact_power) < 1e-4
+
+
 def test_unscented_rules_integrate_polynomials():
     for dim in (1, 2, 3):
         for order, degree in ((3, 3), (5, 5)):

@@ -118,7 +118,10 @@ class Engine:
 
     # -- pure functions (compose them under vmap / grad) --------------------------------
     def _alpha(self, settings):
-        return settings.alpha if self.method.uses_alpha else jnp.asarray(1.0)
+        """α as a traced value for the Power-EP family, else the Python number 1.0, so
+        that EP and the EP energy (ep_like, pl…) take a likelihood's closed form for
+        α = 1 (probit: R&W eq. 3.82) instead of cubature."""
+        return settings.alpha if self.method.uses_alpha else 1.0
 
     def _energy(self, params, y, marg, sites, settings):
         return compute_energy(self.method.energy, self.lik, self.rule, params["likelihood"],

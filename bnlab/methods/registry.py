@@ -2,6 +2,8 @@
 combinations that do not exist."""
 from __future__ import annotations
 
+from functools import partial
+
 from .base import Method
 from .linearisation import pl2_gn_local, pl2_local, pl_local
 from .newton import laplace_gn_local, laplace_local, taylor_local
@@ -59,7 +61,7 @@ _NONEXISTENT = {
 
 _LOCALS = {
     "laplace": laplace_local, "laplace_gn": laplace_gn_local, "taylor": taylor_local,
-    "vi": vi_local, "vi_gn": vi_gn_local, "ep": pep_local, "pep": pep_local,
+    "vi": vi_local, "vi_gn": vi_gn_local, "ep": partial(pep_local, alpha=1.0), "pep": pep_local,
     "pl": pl_local, "pl2": pl2_local, "pl2_gn": pl2_gn_local, "ep_like": vi_local,
 }
 _QN = {"laplace_qn": laplace_qn_local, "vi_qn": vi_qn_local, "pl2_qn": pl2_qn_local,

@@ -31,7 +31,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .methods.base import LocalInput, inv_small
+from .methods.base import LocalInput, inv_small, logdet_small
 from .methods.power_ep import cavity, log_tilted_normaliser
 from .sites import Marginals, Sites
 
@@ -64,7 +64,7 @@ def _pep_site_term(lik, rule, inp: LocalInput):
     Pc, Vc, mc, ok = cavity(inp.mean, inp.cov, inp.nat1, inp.prec, inp.alpha)
     log_z = log_tilted_normaliser(lik, rule, inp, mc, Vc)
     Cinv = inv_small(inp.cov)
-    log_t = 0.5 * (jnp.linalg.slogdet(inp.cov)[1] + jnp.linalg.slogdet(Pc)[1]
+    log_t = 0.5 * (logdet_small(inp.cov) + logdet_small(Pc)
                    + inp.mean @ Cinv @ inp.mean - mc @ Pc @ mc)
     return jnp.where(ok, (log_z - log_t) / inp.alpha, jnp.nan)
 

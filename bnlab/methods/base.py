@@ -6,7 +6,7 @@ from typing import Any, Callable, NamedTuple
 
 import jax.numpy as jnp
 
-__all__ = ["LocalInput", "LocalUpdate", "Method", "sym", "inv_small"]
+__all__ = ["LocalInput", "LocalUpdate", "Method", "sym", "inv_small", "solve_small", "logdet_small"]
 
 
 class LocalInput(NamedTuple):
@@ -57,3 +57,17 @@ def inv_small(A):
         a, b, c, d = A[0, 0], A[0, 1], A[1, 0], A[1, 1]
         return jnp.array([[d, -b], [-c, a]]) / (a * d - b * c)
     return jnp.linalg.inv(A)
+
+
+def solve_small(A, B):
+    """A⁻¹B for a small D×D block A (D = 1 by division)."""
+    if A.shape[-1] == 1:
+        return B / A[0, 0]
+    return jnp.linalg.solve(A, B)
+
+
+def logdet_small(A):
+    """log|det A| of a small D×D block (D = 1 closed form)."""
+    if A.shape[-1] == 1:
+        return jnp.log(jnp.abs(A[0, 0]))
+    return jnp.linalg.slogdet(A)[1]

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 
 from ..sites import min_eigenvalue
-from .base import LocalInput, LocalUpdate, inv_small, sym
+from .base import LocalInput, LocalUpdate, inv_small, solve_small, sym
 
 __all__ = ["cavity", "log_tilted_normaliser", "pep_local", "pep_from_derivatives"]
 
@@ -48,7 +48,7 @@ def log_tilted_normaliser(lik, rule, inp: LocalInput, mc, Vc, alpha=None):
 
 def pep_from_derivatives(g, h, Pc, alpha):
     X = h + Pc
-    hXinv = jnp.linalg.solve(X, h).T          # h X⁻¹ (X, h symmetric)
+    hXinv = solve_small(X, h).T               # h X⁻¹ (X, h symmetric)
     J = (g - hXinv @ g) / alpha
     H = sym(h - hXinv @ h) / alpha
     return J, H

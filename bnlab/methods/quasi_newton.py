@@ -40,7 +40,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .base import LocalInput, LocalUpdate, sym
+from .base import LocalInput, LocalUpdate, inv_small, sym
 from .linearisation import pl2_target
 from .power_ep import cavity, log_tilted_normaliser
 from .variational import expected_log_lik
@@ -104,7 +104,7 @@ def _secant_local(target, xi, at_cavity=False):
         aux = damped_bfgs(inp.aux, m, g_now, g_prev, inp.rho, xi)
         if not at_cavity:
             return LocalUpdate(g_now, aux.B, m, ok), aux
-        R = Pc @ jnp.linalg.inv(inp.alpha * aux.B + Pc)
+        R = Pc @ inv_small(inp.alpha * aux.B + Pc)
         J, H = R @ g_now, sym(R @ aux.B)
         ok = ok & jnp.all(jnp.isfinite(J)) & jnp.all(jnp.isfinite(H))
         return LocalUpdate(J, H, m, ok), aux

@@ -9,9 +9,12 @@ One iteration (Wilkinson et al. 2023, Alg. 1–3):
 If the new posterior is not positive definite the step is *rejected*: the state stays
 at the last PSD iterate, the iteration is recorded with ``posterior_psd = False`` and
 the run stops as diverged (the paper reports such methods at their "last stable step").
-A step whose sites, mean or energy are not finite (an overflowing iteration) is
-rejected the same way, recorded with ``posterior_psd = True`` (no PSD verdict on
-non-finite sites) and a NaN energy.
+A step whose sites, mean or energy are not finite is rejected the same way, with a NaN
+energy. Its flags say why: ``cavity_psd = False`` with a PD posterior means the EP-family
+energy is undefined because a cavity of the proposed state is not PD (power EP, PL and
+the EP-like energy need every cavity); ``posterior_psd = True`` with both flags set
+means an overflowing iteration (no PSD verdict on non-finite sites). The PSD flags always
+describe the proposed state, whether or not it was accepted.
 
 Everything is a pure function of (params, X, y, settings, state), so it jit-compiles
 and vmaps over hyperparameters. ``Engine`` objects are cached per (model structure,
@@ -169,8 +172,8 @@ class Engine:
                     keep(aux, state.aux), keep(new_energy, state.energy))
         if self.mean_only:           # these methods have no cavity (nor was C computed)
             cavity_ok, min_cavity = jnp.asarray(True), jnp.asarray(jnp.nan)
-        else:
-            cav = _cavity_min_precision(out.marginals, out.sites, self._alpha(settings))
+        else:                        # at the proposed state: what a rejection was about
+            cav = _cavity_min_precision(new_marg, new_sites, self._alpha(settings))
             cavity_ok, min_cavity = jnp.all(cav > 0), jnp.min(cav)
         info = StepInfo(
             energy=jnp.where(accepted, new_energy, jnp.nan),

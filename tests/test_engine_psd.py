@@ -102,9 +102,10 @@ def test_psd_flags_agree_with_dense_eigenvalues(alpha, damping):
             proposal_pd = np.linalg.eigvalsh(Kinv + np.diag(lam)).min() > 0
             state, info = engine.step(params, jnp.asarray(X), jnp.asarray(y), cfg, state)
             assert bool(info.posterior_psd) == proposal_pd
-            lam_now = np.asarray(state.sites.prec[:, 0, 0])
-            v = np.diag(np.linalg.inv(Kinv + np.diag(lam_now)))
-            assert bool(info.cavity_psd) == bool(np.all(1 / v - alpha * lam_now > 0))
+            # the cavities of the proposed state (no cavity exists without a posterior)
+            v = np.diag(np.linalg.inv(Kinv + np.diag(lam)))
+            cavities_pd = proposal_pd and bool(np.all(1 / v - alpha * lam > 0))
+            assert bool(info.cavity_psd) == cavities_pd
             flags_seen.append(bool(info.posterior_psd and info.cavity_psd))
             if not info.posterior_psd:
                 break
@@ -119,6 +120,40 @@ def test_diverged_run_keeps_last_psd_iterate():
     assert res.diverged and not res.converged
     assert not res.trace.posterior_psd[-1] and np.isnan(res.trace.energy[-1])
     assert np.isfinite(res.log_marginal) and np.all(res.cov > 0)
+
+
+def test_rejection_by_a_non_pd_cavity_is_reported_as_such():
+    """Second-order PL on a probit problem produces a site precision so large that a
+    cavity of the proposed state, 1/C_nn − λ_n, is negative while the posterior is PD:
+    the EP energy is undefined there, the step is rejected, and the trace says why.
+    Checked against a dense numpy posterior of the proposal, C = L(I + LᵀΛ̄L)⁻¹Lᵀ."""
+    rng = np.random.default_rng(1)
+    X = np.sort(rng.uniform(-5, 5, 200))[:, None]
+    lik = bnlab.likelihoods.Bernoulli("probit")
+    model = bnlab.GP(kernel=bnlab.kernels.Matern52(1.0, 1.0), likelihood=lik)
+    y = lik.sample(model.init_params(), np.sin(X), rng)
+    res = bnlab.infer(model, X, y, method="pl2", damping=0.5, max_iters=50)
+    assert res.diverged and not res.converged and np.isfinite(res.log_marginal)
+    t = res.trace
+    assert np.isnan(t.energy[-1]) and t.posterior_psd[-1] and not t.cavity_psd[-1]
+    assert t.min_cavity_precision[-1] < 0
+    # the same proposal, densely
+    params, Xj, yj = model.init_params(), jnp.asarray(X), jnp.asarray(y)
+    engine = get_engine(model, "pl2")
+    cfg = Settings(jnp.asarray(1.0), jnp.asarray(0.5), jnp.asarray(1e-8))
+    state = engine.init(params, Xj, yj, cfg)
+    for _ in range(len(t.energy) - 1):
+        state, _ = engine.step(params, Xj, yj, cfg, state)
+    proposal, _, _ = engine.propose(params, Xj, yj, cfg, state)
+    lam = np.asarray(proposal.prec[:, 0, 0])
+    K = np.asarray(model.prior_covariance(params, Xj, Xj))   # condition ≈ 1e12: no K⁻¹
+    L = np.linalg.cholesky(K + 1e-9 * np.mean(np.diag(K)) * np.eye(len(K)))
+    B = np.eye(len(K)) + L.T @ (lam[:, None] * L)            # PD ⟺ K⁻¹ + Λ̄ PD
+    assert np.linalg.eigvalsh(B).min() > 0
+    C = L @ np.linalg.solve(B, L.T)
+    cavity = 1 / np.diag(C) - lam
+    assert cavity.min() < 0
+    assert t.min_cavity_precision[-1] == pytest.approx(cavity.min(), rel=1e-6, abs=1e-8)
 
 
 def test_riemannian_update_keeps_site_precision_pd():

@@ -183,6 +183,26 @@ def test_controls_show_reasons_and_errors():
     assert (("sparse" in c.widgets["model"].disabled_options) == (not avail["sparse"]))
 
 
+def test_divergence_by_a_non_pd_cavity_is_named_in_the_status():
+    """Second-order PL on probit data (the problem of tests/test_engine_psd.py, where the
+    proposal's cavity is checked densely) loaded as a CSV: the status names the
+    cavity, and reports the energy of the iterate it shows rather than the NaN of the
+    rejected step."""
+    rng = np.random.default_rng(1)
+    X = np.sort(rng.uniform(-5, 5, 200))
+    lik = bnlab.likelihoods.Bernoulli("probit")
+    y = lik.sample(lik.init_params(), np.sin(X)[:, None], rng)
+    csv = "x,y\n" + "\n".join(f"{a:.17g},{b:g}" for a, b in zip(X, y))
+    s = LabSettings(dataset="csv", csv_text=csv, likelihood="probit", method="pl2", rho=0.5)
+    live = LiveView(s, Status())
+    assert live.rebuild()
+    live.step(40)
+    st = live.runner.snapshot()["status"]
+    assert st["diverged"] and st["last_step_psd"] and not st["last_step_cavity_psd"]
+    assert "cavity that is not positive definite" in live.status_pane.object
+    assert np.isfinite(st["energy"]) and st["energy"] == live.runner.energy[-2]
+
+
 def test_live_view_step_updates_plot_sources_and_error_keeps_state():
     s, st = LabSettings(method="ep"), Status()
     live = LiveView(s, st)

@@ -245,6 +245,8 @@ class LiveView(pn.viewable.Viewer):
         if st is None:
             return
         why = ("gave a posterior that is not positive definite" if not st["last_step_psd"]
+               else "needed a cavity that is not positive definite (its energy is undefined)"
+               if not st["last_step_cavity_psd"]
                else "produced non-finite values (the iteration blew up)")
         state = (f"<b class='bn-bad'>diverged</b>: a step {why}; the last good iterate is shown"
                  if st["diverged"] else

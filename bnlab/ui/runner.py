@@ -150,9 +150,14 @@ def _assemble(run, mean, cov, ey, vy, nat1, prec) -> dict:
                 "cavity_psd": np.asarray(run.cavity_psd)},
         "sites": {"x": p.x_plot[order], "nat1": np.asarray(nat1)[order],
                   "prec": np.asarray(prec)[order]},
-        "status": {"iteration": run.iteration, "energy": run.energy[-1],
+        # a diverged run ends with its rejected step (energy NaN); the shown iterate is
+        # the one before it
+        "status": {"iteration": run.iteration,
+                   "energy": run.energy[-2] if run.diverged and len(run.energy) > 1
+                   else run.energy[-1],
                    "converged": run.converged, "diverged": run.diverged,
                    "last_step_psd": bool(run.posterior_psd[-1]),
+                   "last_step_cavity_psd": bool(run.cavity_psd[-1]),
                    "max_change": run.max_change[-1]},
     }
 

@@ -93,8 +93,8 @@ def make_rule(kind: str = "gauss_hermite", order: int = 20, dim: int = 1) -> Rul
 
 
 def _chol(cov):
-    """Cholesky factor of a small covariance; D = 1 in closed form (a batched 1×1
-    LAPACK call per site costs as much as the site's whole cubature)."""
+    """Cholesky factor of a small covariance; D = 1 in closed form (no batched 1×1
+    LAPACK call per site)."""
     if cov.shape[-1] == 1:
         return jnp.sqrt(cov)
     cov = 0.5 * (cov + cov.T)

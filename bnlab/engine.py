@@ -174,7 +174,8 @@ class Engine:
             cavity_ok, min_cavity = jnp.asarray(True), jnp.asarray(jnp.nan)
         else:                        # at the proposed state: what a rejection was about
             cav = _cavity_min_precision(new_marg, new_sites, self._alpha(settings))
-            cavity_ok, min_cavity = jnp.all(cav > 0), jnp.min(cav)
+            # like posterior_psd: no verdict on non-finite sites
+            cavity_ok, min_cavity = jnp.all(cav > 0) | ~finite_sites, jnp.min(cav)
         info = StepInfo(
             energy=jnp.where(accepted, new_energy, jnp.nan),
             step_size=jnp.asarray(settings.rho, float),

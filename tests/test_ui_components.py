@@ -200,6 +200,7 @@ def test_divergence_by_a_non_pd_cavity_is_named_in_the_status():
     st = live.runner.snapshot()["status"]
     assert st["diverged"] and st["last_step_psd"] and not st["last_step_cavity_psd"]
     assert "cavity that is not positive definite" in live.status_pane.object
+    assert np.isnan(live.runner.energy[-1])
     assert np.isfinite(st["energy"]) and st["energy"] == live.runner.energy[-2]
 
 

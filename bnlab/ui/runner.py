@@ -122,6 +122,14 @@ class Runner:
                 "ellipse": ellipse_points(m, C)}
 
 
+def _shown_energy(run) -> float:
+    """The energy of the iterate on screen: a diverged run ends with its rejected step
+    (energy NaN), so the last energy that is not NaN (−∞ is a legitimate value)."""
+    if not run.diverged:
+        return run.energy[-1]
+    return next((e for e in reversed(run.energy) if not np.isnan(e)), np.nan)
+
+
 def _assemble(run, mean, cov, ey, vy, nat1, prec) -> dict:
     """Plain-numpy plot data from predictions at the plotting grid (latent mean (Ns, D),
     covariance blocks (Ns, D, D), predictive E[y], Var[y]) and the sites."""
@@ -150,11 +158,7 @@ def _assemble(run, mean, cov, ey, vy, nat1, prec) -> dict:
                 "cavity_psd": np.asarray(run.cavity_psd)},
         "sites": {"x": p.x_plot[order], "nat1": np.asarray(nat1)[order],
                   "prec": np.asarray(prec)[order]},
-        # a diverged run ends with its rejected step (energy NaN); the shown iterate is
-        # the one before it
-        "status": {"iteration": run.iteration,
-                   "energy": run.energy[-2] if run.diverged and len(run.energy) > 1
-                   else run.energy[-1],
+        "status": {"iteration": run.iteration, "energy": _shown_energy(run),
                    "converged": run.converged, "diverged": run.diverged,
                    "last_step_psd": bool(run.posterior_psd[-1]),
                    "last_step_cavity_psd": bool(run.cavity_psd[-1]),

@@ -121,9 +121,9 @@ class Engine:
 
     # -- pure functions (compose them under vmap / grad) --------------------------------
     def _alpha(self, settings):
-        """α as a traced value for the Power-EP family, else the Python number 1.0, so
-        that EP and the EP energy (ep_like, pl…) take a likelihood's closed form for
-        α = 1 (probit: R&W eq. 3.82) instead of cubature."""
+        """α as a traced value for Power EP with a run-time α, else the Python number
+        1.0, so that EP's site update and energy, and the EP energy of ep_like and PL,
+        take a likelihood's closed form for α = 1 (probit: R&W eq. 3.82), not cubature."""
         return settings.alpha if self.method.uses_alpha else 1.0
 
     def _energy(self, params, y, marg, sites, settings):
@@ -143,10 +143,12 @@ class Engine:
         global update. Returns (proposed sites, new aux, per-site ok flags)."""
         marg, sites = state.marginals, state.sites
         N = y.shape[0]
+        # α is shared by every site, not mapped: a non-PEP method then sees the Python
+        # 1.0 of ``_alpha`` and EP's site update takes the same closed form as its energy
         inp = LocalInput(params["likelihood"], y, marg.mean, marg.cov, marg.cond_var,
-                         sites.nat1, sites.prec, jnp.broadcast_to(self._alpha(settings), (N,)),
+                         sites.nat1, sites.prec, self._alpha(settings),
                          jnp.broadcast_to(settings.rho, (N,)), state.aux)
-        axes = LocalInput(None, *([0] * (len(LocalInput._fields) - 1)))
+        axes = LocalInput(None, 0, 0, 0, 0, 0, 0, None, 0, 0)
         upd, aux = jax.vmap(self.method.local, in_axes=(axes,))(inp)
         proposal = damped_update(sites, upd.J, upd.H, upd.mean, settings.rho)
         keep = upd.ok

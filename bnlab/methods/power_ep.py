@@ -39,11 +39,11 @@ def cavity(mean, cov, nat1, prec, alpha):
     return Pc_safe, Vc, mc, ok
 
 
-def log_tilted_normaliser(lik, rule, inp: LocalInput, mc, Vc, alpha=None):
-    """log E_{N(mc, Vc + cond_var)}[p(y_n | f)^α]; ``alpha`` (a Python number) overrides
-    the traced ``inp.alpha`` so that a closed form for α = 1 can be chosen."""
-    alpha = inp.alpha if alpha is None else alpha
-    return lik.log_expected_power(inp.lik_params, inp.y, mc, Vc + inp.cond_var, alpha, rule)
+def log_tilted_normaliser(lik, rule, inp: LocalInput, mc, Vc):
+    """log E_{N(mc, Vc + cond_var)}[p(y_n | f)^α]. EP and the EP energies pass α as the
+    Python number 1.0 (``Engine._alpha``), so a likelihood's closed form for α = 1
+    (probit: R&W eq. 3.82) is chosen at trace time."""
+    return lik.log_expected_power(inp.lik_params, inp.y, mc, Vc + inp.cond_var, inp.alpha, rule)
 
 
 def pep_from_derivatives(g, h, Pc, alpha):
@@ -54,12 +54,10 @@ def pep_from_derivatives(g, h, Pc, alpha):
     return J, H
 
 
-def pep_local(lik, rule, alpha=None):
-    """Power-EP local update; ``alpha`` fixed at build time (EP: 1.0) or None for the
-    run-time α of the settings."""
+def pep_local(lik, rule):
     def local(inp: LocalInput):
         Pc, Vc, mc, ok = cavity(inp.mean, inp.cov, inp.nat1, inp.prec, inp.alpha)
-        logZ = lambda m: log_tilted_normaliser(lik, rule, inp, m, Vc, alpha)
+        logZ = lambda m: log_tilted_normaliser(lik, rule, inp, m, Vc)
         g, h = jax.grad(logZ)(mc), jax.hessian(logZ)(mc)
         J, H = pep_from_derivatives(g, h, Pc, inp.alpha)
         ok = ok & jnp.all(jnp.isfinite(J)) & jnp.all(jnp.isfinite(H))

@@ -2,8 +2,6 @@
 combinations that do not exist."""
 from __future__ import annotations
 
-from functools import partial
-
 from .base import Method
 from .linearisation import pl2_gn_local, pl2_local, pl_local
 from .newton import laplace_gn_local, laplace_local, taylor_local
@@ -15,7 +13,8 @@ from .variational import vi_gn_local, vi_local
 
 __all__ = ["METHOD_NAMES", "SITE_METHODS", "build_method", "HEURISTIC_BASES", "MEAN_ONLY"]
 
-# name: (energy, psd_guaranteed, uses_alpha, description)
+# name: (energy, psd_guaranteed, uses_alpha, description); uses_alpha: α is a run-time
+# setting (EP's α is fixed at 1, so it is not, and takes the closed forms for α = 1)
 SITE_METHODS = {
     "laplace": ("laplace", False, False, "Newton on log p(y|f) at the mean (Laplace)"),
     "laplace_gn": ("laplace", True, False, "Laplace with a Gauss–Newton Hessian"),
@@ -26,7 +25,7 @@ SITE_METHODS = {
     "vi_gn": ("vfe", True, False, "variational Gauss–Newton"),
     "vi_qn": ("vfe", True, False, "variational quasi-Newton (damped BFGS)"),
     "vi_riemann": ("vfe", False, False, "VI with the Riemannian PSD correction"),
-    "ep": ("pep", False, True, "expectation propagation (Power EP with α = 1)"),
+    "ep": ("pep", False, False, "expectation propagation (Power EP with α = 1)"),
     "pep": ("pep", False, True, "Power EP with power α"),
     "pep_qn": ("pep", False, True, "Power EP with damped-BFGS tilted Hessians"),
     "pep_riemann": ("pep", False, True, "Power EP with the Riemannian PSD correction"),
@@ -61,7 +60,7 @@ _NONEXISTENT = {
 
 _LOCALS = {
     "laplace": laplace_local, "laplace_gn": laplace_gn_local, "taylor": taylor_local,
-    "vi": vi_local, "vi_gn": vi_gn_local, "ep": partial(pep_local, alpha=1.0), "pep": pep_local,
+    "vi": vi_local, "vi_gn": vi_gn_local, "ep": pep_local, "pep": pep_local,
     "pl": pl_local, "pl2": pl2_local, "pl2_gn": pl2_gn_local, "ep_like": vi_local,
 }
 _QN = {"laplace_qn": laplace_qn_local, "vi_qn": vi_qn_local, "pl2_qn": pl2_qn_local,

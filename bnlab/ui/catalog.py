@@ -45,7 +45,7 @@ MODELS = {"full": "Full GP", "sparse": "Sparse GP (inducing points)",
 
 METHODS = {name: (SITE_METHODS[name][3] if name in SITE_METHODS
                   else "Gaussian KL with a structured covariance (G-KL)") for name in METHOD_NAMES}
-ALPHA_METHODS = tuple(n for n, spec in SITE_METHODS.items() if spec[2] and n != "ep")
+ALPHA_METHODS = tuple(n for n, spec in SITE_METHODS.items() if spec[2])
 BASES = HEURISTIC_BASES
 
 GKL_COVARIANCES = ("full", "diagonal", "banded", "chevron", "subspace", "factor_analysis")

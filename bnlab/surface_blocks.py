@@ -13,6 +13,10 @@ so concurrent blocks are how a surface uses more than one core.
 Every block is padded to the same length (by repeating its last point, which then
 converges in one iteration from its own solution), so one compiled program serves all
 of them.
+
+A surface with several site-method runs (Laplace, EP, the shared VI / EP-like run)
+schedules all their blocks in one pool (``for_runs``): a run's first column, which its
+rows wait for, then overlaps other runs' rows instead of leaving workers idle.
 """
 from __future__ import annotations
 
@@ -23,13 +27,14 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-__all__ = ["Block", "plan_blocks", "padded", "run_blocks", "default_workers"]
+__all__ = ["Block", "plan_blocks", "for_runs", "padded", "run_blocks", "default_workers"]
 
 
 class Block(NamedTuple):
     points: np.ndarray   # flat (row-major) grid indices, in the order they are solved
     source: int          # flat index whose converged sites start the block, or −1 (cold)
     after: int           # index of the block that must finish first, or −1
+    run: int = 0         # which site-method run of the surface solves it
 
 
 def default_workers() -> int:
@@ -61,6 +66,14 @@ def plan_blocks(shape, chunk: int, warm_start: bool) -> list[Block]:
             first = int(flat[r, 0])
             _chain(flat[r, 1:], chunk, first, column_block[first], blocks)
     return blocks
+
+
+def for_runs(blocks: list[Block], runs: int) -> list[Block]:
+    """One plan per run, concatenated: run r's copy of block i is entry r·len(blocks) + i
+    and waits only for blocks of its own run."""
+    size = len(blocks)
+    return [b._replace(run=r, after=b.after + r * size if b.after >= 0 else -1)
+            for r in range(runs) for b in blocks]
 
 
 def padded(points: np.ndarray, length: int) -> np.ndarray:

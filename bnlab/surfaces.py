@@ -39,7 +39,7 @@ from .engine import Settings, get_engine, trace_length
 from .inference import prepare_data, validate_settings
 from .methods.registry import SITE_METHODS, check_method_name
 from .sites import Sites, init_sites
-from .surface_blocks import default_workers, padded, plan_blocks, run_blocks
+from .surface_blocks import default_workers, for_runs, padded, plan_blocks, run_blocks
 
 __all__ = ["surface", "grid_axes", "point_params", "KERNEL_AXES", "LIKELIHOOD_AXES"]
 
@@ -272,10 +272,8 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
         if progress is not None:
             progress(min(1.0, done / max(total, 1)))
 
+    site_runs = []
     for run, members in groups.items():
-        if cancelled or _is_cancelled(cancel):
-            cancelled = True
-            break
         engine = get_engine(model, run, cubature, tuple(method_options.get(run, {}).items()))
         extra = tuple(_ENERGY_OF[m] for m in members if m != run)
         solve = _solver(engine, extra, names, int(max_iters[run]), with_test, run != "ep")
@@ -283,8 +281,10 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
         const = (base, X, y, jnp.asarray(a), jnp.asarray(float(damping[run])), jnp.asarray(float(tol)),
                  jnp.asarray(int(max_iters[run])), X_test if with_test else jnp.zeros((1, X.shape[1])),
                  y_test if with_test else jnp.zeros(1))
-        cancelled = _run_blocks(solve, const, thetas, blocks, warm_start, N, D, results, run,
-                                members, cancel, report, workers)
+        site_runs.append(_SiteRun(solve, const, run, members, thetas, N, D))
+    if site_runs:
+        cancelled = _run_site_blocks(site_runs, blocks, warm_start, results, cancel, report,
+                                     workers)
 
     for special in ("gkl", "mcmc"):
         if special in methods and not cancelled:
@@ -303,41 +303,53 @@ def _empty(P):
             "iterations": np.zeros(P, int)}
 
 
-def _run_blocks(solve, const, thetas, blocks, warm_start, N, D, results, run, members,
-                cancel, report, workers):
-    """Solve the blocks (``surface_blocks``) of one site-method run and store each
-    point's values for every method in ``members``; True if cancelled."""
-    cold = init_sites(N, D)
-    nat1 = np.zeros((thetas.shape[0], N, D))
-    prec = np.zeros((thetas.shape[0], N, D, D))
-    ok = np.zeros(thetas.shape[0], bool)          # converged sites usable as a warm start
-    length = max(len(b.points) for b in blocks)
+class _SiteRun:
+    """One site-method run of a surface ('ep_like' also serving 'vi'): its compiled block
+    solver and the converged sites of every grid point solved so far (warm starts)."""
 
-    def solve_block(block):                       # in a worker thread
-        has = block.source >= 0 and ok[block.source]
-        out = solve(jnp.asarray(thetas[padded(block.points, length)]),
-                    jnp.asarray(nat1[block.source] if has else cold.nat1),
-                    jnp.asarray(prec[block.source] if has else cold.prec),
-                    jnp.asarray(has), jnp.asarray(bool(warm_start)), *const)
+    def __init__(self, solve, const, run, members, thetas, N, D):
+        self.solve, self.const, self.run, self.members = solve, const, run, members
+        self.thetas = thetas
+        self.cold = init_sites(N, D)
+        self.nat1 = np.zeros((thetas.shape[0], N, D))
+        self.prec = np.zeros((thetas.shape[0], N, D, D))
+        self.ok = np.zeros(thetas.shape[0], bool)   # converged sites usable as a warm start
+
+    def solve_block(self, block, length, warm_start):      # in a worker thread
+        has = block.source >= 0 and self.ok[block.source]
+        out = self.solve(jnp.asarray(self.thetas[padded(block.points, length)]),
+                         jnp.asarray(self.nat1[block.source] if has else self.cold.nat1),
+                         jnp.asarray(self.prec[block.source] if has else self.cold.prec),
+                         jnp.asarray(has), jnp.asarray(bool(warm_start)), *self.const)
         return {k: np.asarray(v)[:len(block.points)] for k, v in out.items()}
 
-    def store(block, out):                        # in the calling thread
+    def store(self, block, out, results):                   # in the calling thread
         idx = block.points
-        nat1[idx], prec[idx] = out["nat1"], out["prec"]
-        ok[idx] = out["converged"] & ~out["diverged"]
-        for m in members:
+        self.nat1[idx], self.prec[idx] = out["nat1"], out["prec"]
+        self.ok[idx] = out["converged"] & ~out["diverged"]
+        for m in self.members:
             r = results[m]
-            r["log_marginal"][idx] = out["energy"] if m == run else out[_ENERGY_OF[m]]
+            r["log_marginal"][idx] = out["energy"] if m == self.run else out[_ENERGY_OF[m]]
             r["iterations"][idx] = out["iterations"]
             r["converged"][idx] = out["converged"]
             r["diverged"][idx] = out["diverged"]
             r["psd"][idx] = out["psd"]
             if "lpd" in out:
                 r["log_predictive"][idx] = out["lpd"]
+
+
+def _run_site_blocks(site_runs, blocks, warm_start, results, cancel, report, workers):
+    """Solve every run's blocks (``surface_blocks``) in one pool and store each point's
+    values for the run's methods; True if cancelled."""
+    length = max(len(b.points) for b in blocks)
+
+    def store(block, out):
+        site_runs[block.run].store(block, out, results)
         report()
 
-    return run_blocks(blocks, solve_block, store, workers=workers,
-                      cancelled=lambda: _is_cancelled(cancel))
+    return run_blocks(for_runs(blocks, len(site_runs)),
+                      lambda b: site_runs[b.run].solve_block(b, length, warm_start), store,
+                      workers=workers, cancelled=lambda: _is_cancelled(cancel))
 
 
 def _run_gkl(model, X, y, Xs, ys, base, names, thetas, results, cancel, report, options,

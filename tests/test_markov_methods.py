@@ -112,7 +112,7 @@ def test_markov_path_equals_full_gp(problem, method):
         np.testing.assert_allclose(np.asarray(seq.cov), np.asarray(other.cov), atol=tol)
         np.testing.assert_allclose(np.asarray(seq.log_norm), np.asarray(other.log_norm),
                                    rtol=tol, atol=tol)
-    alpha = settings.alpha if engine.method.uses_alpha else 1.0
+    alpha = engine._alpha(settings)
     for i, s in enumerate(states):
         for other, tol in ((exact, 1e-8), (ref, 1e-6)):
             marg_i = jax.tree_util.tree_map(lambda a: a[i], other)

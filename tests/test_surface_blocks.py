@@ -5,7 +5,7 @@ import time
 import numpy as np
 import pytest
 
-from bnlab.surface_blocks import padded, plan_blocks, run_blocks
+from bnlab.surface_blocks import for_runs, padded, plan_blocks, run_blocks
 
 
 @pytest.mark.parametrize("shape,chunk", [((4, 5), 5), ((4, 5), 2), ((3, 1), 2), ((1, 6), 4)])
@@ -33,6 +33,20 @@ def test_cold_plan_has_independent_blocks():
     blocks = plan_blocks((3, 4), 5, warm_start=False)
     assert [b.points.tolist() for b in blocks] == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9], [10, 11]]
     assert all(b.source == -1 and b.after == -1 for b in blocks)
+
+
+def test_several_runs_share_one_plan_and_wait_only_for_their_own_blocks():
+    plan = plan_blocks((3, 4), 4, warm_start=True)
+    blocks = for_runs(plan, 3)
+    assert len(blocks) == 3 * len(plan)
+    for i, b in enumerate(blocks):
+        base = plan[i % len(plan)]
+        assert b.run == i // len(plan)
+        np.testing.assert_array_equal(b.points, base.points)
+        assert b.source == base.source
+        assert (b.after < 0) == (base.after < 0)
+        if b.after >= 0:
+            assert blocks[b.after].run == b.run and b.after % len(plan) == base.after
 
 
 def test_padding_repeats_the_last_point():

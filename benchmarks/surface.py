@@ -70,7 +70,7 @@ def main():
         one(pts[0])                                     # compile
         t, results = timed(lambda: [one(p) for p in pts])
         loop_total += t * 441 / len(pts)
-        warm = surf.iterations.loc[{"method": m}].values.mean()
+        warm = surf.iterations.loc[{"scheme": m}].values.mean()
         cold = np.mean([r.n_iters for r in results])
         rows.append((f"loop {m} (per point)", t / len(pts),
                      f"mean iterations: cold loop {cold:.1f}, warm surface {warm:.1f}"))

@@ -77,8 +77,8 @@ def _surface(args):
         bar.close()
     surf.to_netcdf(args.out)
     per_n = surf.log_marginal_per_n
-    for m in surf["method"].values:
-        v = per_n.loc[{"method": m}]
+    for m in surf["scheme"].values:
+        v = per_n.loc[{"scheme": m}]
         i, j = np.unravel_index(int(np.nanargmax(v.values)), v.shape)
         dims = v.dims
         print(f"{m:>8}: max log p(y|θ)/n = {float(v.values[i, j]):.4f} at "

@@ -223,9 +223,12 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
     or a callable returning True) stops between chunks, keeping finished values (NaN
     elsewhere) and setting ``attrs["cancelled"] = 1``.
 
-    Returns an ``xarray.Dataset`` with dims (method, <axis 0>, <axis 1>) and variables
+    Returns an ``xarray.Dataset`` with dims (scheme, <axis 0>, <axis 1>) and variables
     log_marginal, log_marginal_per_n, log_marginal_se (MCMC only), log_predictive (when a
-    test set is given), converged, diverged, psd, iterations.
+    test set is given), converged, diverged, psd, iterations. The method dimension is
+    called "scheme", not "method": ``Dataset.sel`` has a keyword argument ``method`` (the
+    inexact-match rule), so ``surf.sel(method="ep")`` would silently select nothing and
+    return every method; ``surf.sel(scheme="ep")`` selects EP.
     """
     if grid is None:
         raise ValueError("grid is required: a dict of two hyperparameter names to values")
@@ -408,8 +411,8 @@ def _run_mcmc(model, X, y, Xs, ys, base, names, thetas, results, cancel, report,
 
 
 def _dataset(results, methods, axes, shape, N, with_test, cancelled, warm_start, model):
-    dims = ("method", axes[0][0], axes[1][0])
-    coords = {"method": methods, axes[0][0]: axes[0][1], axes[1][0]: axes[1][1]}
+    dims = ("scheme", axes[0][0], axes[1][0])
+    coords = {"scheme": methods, axes[0][0]: axes[0][1], axes[1][0]: axes[1][1]}
 
     def stack(key):
         return np.stack([results[m][key].reshape(shape) for m in methods])

@@ -25,7 +25,7 @@ def test_surface_command_writes_the_same_values_as_the_library(csv, tmp_path, mo
                "--grid", "variance=0:1:2", "--out", str(out)])
     assert rc == 0
     surf = xr.load_dataset(out)
-    assert list(surf["method"].values) == ["laplace", "vi", "mcmc"]
+    assert list(surf["scheme"].values) == ["laplace", "vi", "mcmc"]
     model = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.Bernoulli("probit"))
     lib = bnlab.surface(model, ds.X, ds.y, methods=["laplace", "vi"],
                         grid={"lengthscale": np.exp([-1.0, 1.0]), "variance": np.exp([0.0, 1.0])})

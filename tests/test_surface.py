@@ -45,7 +45,7 @@ def test_cold_surface_equals_infer_exactly(problem, cold_surface, method):
     model, ds = problem
     kw = {"alpha": 0.5} if method == "pep" else {}
     (lml, lpd), iters, (converged, diverged) = _infer_grid(model, ds, method, **kw)
-    s = cold_surface.loc[{"method": method}]
+    s = cold_surface.sel(scheme=method)      # not "method": Dataset.sel has that keyword
     np.testing.assert_allclose(s.log_marginal.values, lml, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(s.log_predictive.values, lpd, rtol=1e-10, atol=1e-10)
     np.testing.assert_array_equal(s.iterations.values, iters)
@@ -59,14 +59,14 @@ def test_warm_started_surface_reaches_the_same_fixed_points(problem, cold_surfac
     model, ds = problem
     warm = bnlab.surface(model, ds.X, ds.y, methods=["laplace", "vi", "ep", "ep_like"],
                          grid=GRID, X_test=ds.X_test, y_test=ds.y_test, warm_start=True)
-    for m in warm.method.values:
-        a = warm.loc[{"method": m}]
-        b = cold_surface.loc[{"method": m}]
+    for m in warm.scheme.values:
+        a = warm.loc[{"scheme": m}]
+        b = cold_surface.loc[{"scheme": m}]
         np.testing.assert_allclose(a.log_marginal.values, b.log_marginal.values, atol=1e-5)
         np.testing.assert_allclose(a.log_predictive.values, b.log_predictive.values, atol=1e-6)
     # the warm start saves iterations after the first row
     assert warm.iterations.values[:, 1:].sum() < cold_surface.iterations.loc[
-        {"method": ["laplace", "vi", "ep", "ep_like"]}].values[:, 1:].sum()
+        {"scheme": ["laplace", "vi", "ep", "ep_like"]}].values[:, 1:].sum()
 
 
 def test_worker_threads_change_nothing(problem):

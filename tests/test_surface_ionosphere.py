@@ -47,8 +47,8 @@ def surfaces(problem):
     model, X, y = problem
     s = bnlab.surface(model, X, y, methods=["laplace", "vi", "ep", "ep_like"], grid=GRID,
                       damping={"ep": 0.2}, max_iters={"ep": 1000, "vi": 1000, "ep_like": 1000})
-    v = {m: s.log_marginal_per_n.loc[{"method": m}].values for m in s["method"].values}
-    ok = {m: s.converged.loc[{"method": m}].values for m in s["method"].values}
+    v = {m: s.log_marginal_per_n.loc[{"scheme": m}].values for m in s["scheme"].values}
+    ok = {m: s.converged.loc[{"scheme": m}].values for m in s["scheme"].values}
     return v, ok
 
 

@@ -234,8 +234,8 @@ def test_surface_plots_mark_argmax_and_share_colour_limits():
     ls, var = np.geomspace(0.1, 10, 5), np.geomspace(0.1, 100, 4)
     z = -((np.log(var)[:, None] - 1.0) ** 2 + (np.log(ls)[None, :] - 0.5) ** 2)
     data = np.stack([z, z - 1.0])
-    ds = xr.Dataset({"log_marginal_per_n": (("method", "variance", "lengthscale"), data)},
-                    coords={"method": ["vi", "ep"], "variance": var, "lengthscale": ls})
+    ds = xr.Dataset({"log_marginal_per_n": (("scheme", "variance", "lengthscale"), data)},
+                    coords={"scheme": ["vi", "ep"], "variance": var, "lengthscale": ls})
     layout, sl = surface_plots(ds, slice_index=2)
     panels = list(layout)
     clims = {p.get(0).opts.get().kwargs["clim"] for p in panels}
@@ -263,9 +263,9 @@ def test_learning_trajectory_climbs_to_the_exact_evidence_maximum_and_is_drawn()
     np.testing.assert_allclose([np.log(t["variance"][-1]), np.log(t["lengthscale"][-1])],
                                best.x, atol=0.03)
     ls, var = np.geomspace(0.1, 10, 4), np.geomspace(0.1, 10, 3)
-    ds = xr.Dataset({"log_marginal_per_n": (("method", "variance", "lengthscale"),
+    ds = xr.Dataset({"log_marginal_per_n": (("scheme", "variance", "lengthscale"),
                                             np.zeros((2, 3, 4)))},
-                    coords={"method": ["vi", "ep"], "variance": var, "lengthscale": ls})
+                    coords={"scheme": ["vi", "ep"], "variance": var, "lengthscale": ls})
     layout, _ = surface_plots(ds, trajectories=paths)
     for panel in layout:
         drawn = [el for el in panel if el.group == "Path"]

@@ -44,7 +44,7 @@ def _trajectory_overlay(trajectories, ax0, ax1):
 def surface_plots(ds, variable="log_marginal_per_n", slice_index=None, levels=12,
                   trajectories=None):
     """(contour layout with shared colour limits, slice overlay) from a surface Dataset
-    with dims (method, axis0, axis1); ``trajectories`` ({label: Trajectory}, see
+    with dims (scheme, axis0, axis1); ``trajectories`` ({label: Trajectory}, see
     ``trajectories.learn_trajectories``) are drawn on every panel."""
     _, ax0, ax1 = ds[variable].dims
     x, y = _log_coords(ds[ax1].values), _log_coords(ds[ax0].values)
@@ -57,7 +57,7 @@ def surface_plots(ds, variable="log_marginal_per_n", slice_index=None, levels=12
         lo = max(float(finite.min()), hi - 10 * max(float(np.ptp(finite)) / 10, 1e-9))
         lo = max(lo, float(np.percentile(finite, 5)))
         clim = (lo, hi if hi > lo else lo + 1e-9)
-    methods = [str(m) for m in ds["method"].values]
+    methods = [str(m) for m in ds["scheme"].values]
     ref = None
     if "mcmc" in methods:
         ref = hv.operation.contours(

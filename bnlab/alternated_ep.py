@@ -49,9 +49,12 @@ def frozen_site_gaussian_term(K, nat1, prec):
 def alternated_ep(model, X, y, *, params=None, learn=None, damping=0.5, max_iters=1000,
                   tol=1e-8, max_opt_iters=10000) -> tuple[LearningResult, InferenceResult]:
     """EP once at the starting θ, then L-BFGS-B on L(θ) with the sites frozen (module
-    docstring). Returns the learning result (``objective``: L at the start and at the
-    optimum; ``stop_reason`` "converged" or "max_steps") and the frozen-site posterior at
-    the learned θ, whose ``predict`` / ``log_predictive`` are the baseline's predictions."""
+    docstring). Returns the learning result (``trajectory`` / ``objective``: θ and L at
+    the start and after every L-BFGS-B iteration; ``stop_reason`` "converged" or
+    "max_steps") and the frozen-site posterior at the learned θ, whose ``predict`` /
+    ``log_predictive`` are the baseline's predictions. That posterior's
+    ``log_marginal`` is the EP energy of the frozen sites at the learned θ (cavities
+    recomputed), not L, which keeps GPy's Z̃ᵢ from θ₀: read L from ``objective``."""
     if model.num_latents != 1 or model.structure != "full":
         raise ValueError("alternated_ep needs a full GP with one latent function "
                          f"(got structure={model.structure!r}, {model.num_latents} latents)")
@@ -81,18 +84,25 @@ def alternated_ep(model, X, y, *, params=None, learn=None, damping=0.5, max_iter
         return {n: jnp.asarray(p.reshape(shapes[n])) for n, p in zip(names, parts)}
 
     value_and_grad = jax.jit(jax.value_and_grad(gaussian_term))
+    seen = {}                                        # point → L(θ), for the trajectory
 
     def negative(v):
         value, grad = value_and_grad(unflatten(v))
+        seen[np.asarray(v, float).tobytes()] = constant + float(value)
         return -float(value), -np.concatenate([np.ravel(grad[n]) for n in names])
 
+    def record(v):                                   # after every L-BFGS-B iteration
+        value = seen.get(np.asarray(v, float).tobytes())
+        if value is None:
+            value = -negative(v)[0] + constant
+        history.append((unflatten(v), value))
+
+    history = [(free0, start.log_marginal)]
     v0 = np.concatenate([np.ravel(np.asarray(free0[n])) for n in names])
-    opt = minimize(negative, v0, jac=True, method="L-BFGS-B",
+    opt = minimize(negative, v0, jac=True, method="L-BFGS-B", callback=record,
                    options={"maxiter": int(max_opt_iters)})
-    free = unflatten(opt.x)
     reason = "converged" if opt.success else "max_steps"
-    learned = _result([(free0, start.log_marginal), (free, constant - opt.fun)], from_free,
-                      names, start.sites, reason)
+    learned = _result(history, from_free, names, start.sites, reason)
     return learned, _frozen_posterior(model, X, y, learned.params, start.sites)
 
 

@@ -46,6 +46,8 @@ def test_starts_at_the_ep_energy_and_stops_where_the_evidence_is_stationary(fitt
     assert learned.objective[0] == pytest.approx(ep.log_marginal, abs=1e-9)
     assert learned.stop_reason == "converged"
     assert learned.objective[-1] > learned.objective[0]
+    assert len(learned.objective) > 2 and np.all(np.diff(learned.objective) > -1e-9)
+    assert learned.trajectory["lengthscale"].shape == learned.objective.shape
     ls = float(learned.params["kernel"][0]["lengthscale"])
     var = float(learned.params["kernel"][0]["variance"])
     gpr = _sklearn_regression(ds, learned.sites, ls, var)

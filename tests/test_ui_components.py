@@ -246,17 +246,20 @@ def test_surface_plots_mark_argmax_and_share_colour_limits():
     np.testing.assert_allclose(list(sl)[1].dimension_values(1), data[1][2])
 
 
-def test_learning_trajectory_climbs_to_the_exact_evidence_maximum_and_is_drawn():
-    """Gaussian regression: the joint-ELBO path over (lengthscale, variance) ends at the
-    maximum of the exact log marginal likelihood (checked against scipy on the numpy
-    formula above), and every surface panel draws it from start to end."""
+@pytest.mark.parametrize("learner", ["joint ELBO (VI)",
+                                     "EP with frozen sites (GPy; Li et al. 2023 Table 1)"])
+def test_learning_trajectory_climbs_to_the_exact_evidence_maximum_and_is_drawn(learner):
+    """Gaussian regression: the joint-ELBO path and the frozen-site EP path (EP's sites
+    are the exact likelihood there, so freezing them loses nothing) over (lengthscale,
+    variance) end at the maximum of the exact log marginal likelihood (checked against
+    scipy on the numpy formula above), and every surface panel draws them."""
     from scipy.optimize import minimize
     from bnlab.ui.trajectories import learn_trajectories
     s = LabSettings(dataset="regression_1d", lik_scale=0.05, lengthscale=0.5, variance=0.5)
     p = build_problem(s)
     X, y = np.asarray(p.X), np.asarray(p.y)
-    paths = learn_trajectories(p, ("variance", "lengthscale"), ["joint ELBO (VI)"], damping=1.0)
-    t = paths["joint ELBO (VI)"]
+    paths = learn_trajectories(p, ("variance", "lengthscale"), [learner], damping=1.0)
+    t = paths[learner]
     assert t["variance"][0] == pytest.approx(0.5) and t["lengthscale"][0] == pytest.approx(0.5)
     best = minimize(lambda z: -_gp_regression(X, y, X[:1], np.exp(z[1]), np.exp(z[0]), 0.05)[2],
                     np.log([0.5, 0.5]), method="Nelder-Mead", options={"xatol": 1e-8, "fatol": 1e-10})

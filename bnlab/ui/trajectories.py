@@ -1,5 +1,5 @@
 """Hyperparameter-learning trajectories for the Surfaces page: each learner
-(``bnlab.learning``) optimises the two surface axes from the sidebar's hyperparameters,
+(``bnlab.learning``, ``bnlab.alternated_ep``) optimises the two surface axes from the sidebar's hyperparameters,
 and its path is drawn over every surface panel. No maths here: the learners are the
 engine's; this module only names them and collects their paths."""
 from __future__ import annotations
@@ -12,6 +12,7 @@ LEARNERS = {
     "joint EP energy": ("joint", "ep", "#2ca02c"),
     "joint Laplace": ("joint", "laplace", "#9467bd"),
     "hybrid VI / EP-like (Li et al. 2023)": ("hybrid", None, "#e377c2"),
+    "EP with frozen sites (GPy; Li et al. 2023 Table 1)": ("alternated_ep", None, "#17becf"),
 }
 #: budgets that keep a classroom demo interactive (seconds at n ≈ 100)
 JOINT_STEPS = 150
@@ -31,6 +32,7 @@ def learn_trajectories(problem, axes, labels, *, damping=0.5, cubature=("gauss_h
     stay at the sidebar's values); returns {label: Trajectory}. Raises ValueError naming
     an axis that cannot be learned (the PEP power α, say)."""
     from bnlab import learning
+    from bnlab.alternated_ep import alternated_ep
     out = {}
     for label in labels:
         procedure, method, colour = LEARNERS[label]
@@ -38,6 +40,9 @@ def learn_trajectories(problem, axes, labels, *, damping=0.5, cubature=("gauss_h
         if procedure == "joint":
             res = learning.joint(problem.model, problem.X, problem.y, method=method,
                                  damping=damping, steps=JOINT_STEPS, **common)
+        elif procedure == "alternated_ep":
+            res, _ = alternated_ep(problem.model, problem.X, problem.y, params=problem.params,
+                                   learn=list(axes), damping=damping)
         else:
             res = learning.hybrid(problem.model, problem.X, problem.y, outer=HYBRID_OUTER,
                                   **common)

@@ -177,11 +177,16 @@ def _is_cancelled(cancel):
     return bool(cancel())
 
 
-def _site_groups(methods, damping, max_iters):
-    """Engine runs needed: 'vi' and 'ep_like' share the VI iteration (when their
-    damping and iteration limits agree)."""
+def _site_groups(methods, damping, max_iters, log_concave):
+    """Engine runs needed: 'vi' and 'ep_like' share the VI iteration when their damping
+    and iteration limits agree and the likelihood is log-concave. The shared run is
+    'ep_like', which rejects a step whose cavity is not PD (the EP energy needs every
+    cavity); with log-concave likelihoods VI's site precisions are ≥ 0, so every cavity
+    precision 1/C_nn − λ_n is positive and no VI step is ever rejected for it, but a
+    non-log-concave one (Student-t) can make a cavity indefinite where VI itself goes on,
+    so there the two run separately and each equals ``bnlab.infer``."""
     share = {"vi", "ep_like"} <= set(methods) and damping["vi"] == damping["ep_like"] \
-        and max_iters["vi"] == max_iters["ep_like"]
+        and max_iters["vi"] == max_iters["ep_like"] and log_concave
     groups = {}
     for m in methods:
         run = "ep_like" if share and m in ("vi", "ep_like") else m
@@ -261,7 +266,8 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
 
     P = thetas.shape[0]
     results = {m: _empty(P) for m in methods}
-    groups = _site_groups([m for m in methods if m not in ("gkl", "mcmc")], damping, max_iters)
+    groups = _site_groups([m for m in methods if m not in ("gkl", "mcmc")], damping, max_iters,
+                          model.likelihood.log_concave and model.num_latents == 1)
     blocks = plan_blocks(shape, chunk, warm_start)
     workers = default_workers() if workers is None else int(workers)
     if workers < 1:

@@ -82,6 +82,30 @@ def test_worker_threads_change_nothing(problem):
         bnlab.surface(model, ds.X, ds.y, workers=0, **kw)
 
 
+def test_vi_surface_is_vis_own_even_where_the_ep_like_energy_is_undefined():
+    """Student-t (not log-concave): at (ℓ, σ²) = (1, e^{4/3}) a VI iterate has a cavity
+    that is not PD, so ``infer(method="ep_like")`` stops there as diverged while VI
+    converges. The VI surface must still be VI's fixed point (a shared VI / EP-like run
+    would report the stopped iterate), and EP-like must equal its own ``infer``."""
+    rng = np.random.default_rng(3)
+    X = np.sort(rng.uniform(-3, 3, 40))[:, None]
+    y = np.sin(2 * X[:, 0]) + 0.1 * rng.standard_t(2, 40)
+    y[::7] += 3
+    model = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.StudentT(df=3.0, scale=0.2))
+    grid = {"lengthscale": [1.0], "variance": [np.exp(4 / 3), 0.5]}
+    kw = dict(damping=0.2, max_iters=500)
+    s = bnlab.surface(model, X, y, methods=["vi", "ep_like"], grid=grid, **kw)
+    for j, var in enumerate(grid["variance"]):
+        p = point_params(model.init_params(), ("lengthscale", "variance"), (1.0, var))
+        for m in ("vi", "ep_like"):
+            r = bnlab.infer(model, X, y, method=m, params=p, **kw)
+            at = s.sel(scheme=m).isel(lengthscale=0, variance=j)
+            assert bool(at.converged) == r.converged and bool(at.diverged) == r.diverged
+            np.testing.assert_allclose(float(at.log_marginal), r.log_marginal, rtol=1e-7)
+    first = s.isel(lengthscale=0, variance=0)
+    assert bool(first.converged.sel(scheme="vi")) and bool(first.diverged.sel(scheme="ep_like"))
+
+
 def test_gaussian_surface_over_likelihood_noise_is_the_exact_evidence():
     from scipy.stats import multivariate_normal
     ds = bnlab.datasets.load("regression_1d", n=15)

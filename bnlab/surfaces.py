@@ -55,7 +55,10 @@ def grid_axes(model, grid) -> list[tuple[str, np.ndarray]]:
         raise ValueError(f"grid must be a dict of two hyperparameter names to values, got {type(grid).__name__}")
     if len(grid) != 2:
         raise ValueError(f"grid must have exactly two axes, got {len(grid)}: {list(grid)}")
-    known = {k for kp in model.init_params()["kernel"] for k in kp}
+    kernels = model.init_params()["kernel"]
+    known = {k for kp in kernels for k in kp}
+    if len(kernels) > 1:          # one latent's kernel: the names ``bnlab.learning`` uses
+        known |= {f"{k}_{i}" for i, kp in enumerate(kernels) for k in kp}
     known |= set(model.likelihood.init_params()) | set(SETTING_AXES)
     axes = []
     for name, values in grid.items():
@@ -80,13 +83,15 @@ def grid_axes(model, grid) -> list[tuple[str, np.ndarray]]:
 
 def point_params(base, names, theta):
     """``base`` hyperparameters with the grid names set to ``theta`` (traceable).
-    Kernel names apply to every latent's kernel (an ARD lengthscale becomes isotropic)."""
+    A kernel name applies to every latent's kernel, "name_i" (several latents) to
+    latent i's only; an ARD lengthscale becomes isotropic."""
     kernels = [dict(kp) for kp in base["kernel"]]
     lik = dict(base["likelihood"])
     for name, value in zip(names, theta):
-        for kp in kernels:
-            if name in kp:
-                kp[name] = jnp.broadcast_to(value, jnp.shape(kp[name])).astype(float)
+        for i, kp in enumerate(kernels):
+            key = name.removesuffix(f"_{i}") if len(kernels) > 1 else name
+            if key in kp and (key == name or name == f"{key}_{i}"):
+                kp[key] = jnp.broadcast_to(value, jnp.shape(kp[key])).astype(float)
         if name in lik:
             lik[name] = jnp.asarray(value, float)
     return {"kernel": kernels, "likelihood": lik}

@@ -106,6 +106,30 @@ def test_vi_surface_is_vis_own_even_where_the_ep_like_energy_is_undefined():
     assert bool(first.converged.sel(scheme="vi")) and bool(first.diverged.sel(scheme="ep_like"))
 
 
+def test_two_latent_surface_over_one_latents_hyperparameters():
+    """Heteroscedastic noise (two latent GPs): the grid may name one latent's kernel
+    hyperparameter as ``bnlab.learning`` does ("lengthscale_0", "variance_1"); each
+    point equals ``infer`` with only that latent's value changed."""
+    rng = np.random.default_rng(0)
+    X = np.sort(rng.uniform(-3, 3, 30))[:, None]
+    y = np.sin(X[:, 0]) + np.exp(0.5 * np.cos(X[:, 0])) * 0.3 * rng.standard_normal(30)
+    model = bnlab.GP([bnlab.kernels.Matern52(), bnlab.kernels.Matern32()],
+                     bnlab.likelihoods.Heteroscedastic())
+    grid = {"lengthscale_0": [0.5, 1.5], "variance_1": [0.3, 0.6]}
+    s = bnlab.surface(model, X, y, methods=["vi"], grid=grid, damping=0.3, max_iters=300)
+    for i, ls in enumerate(grid["lengthscale_0"]):
+        for j, var in enumerate(grid["variance_1"]):
+            params = model.init_params()
+            params["kernel"][0]["lengthscale"] = np.float64(ls)
+            params["kernel"][1]["variance"] = np.float64(var)
+            r = bnlab.infer(model, X, y, method="vi", params=params, damping=0.3, max_iters=300)
+            assert r.converged
+            np.testing.assert_allclose(float(s.log_marginal.sel(scheme="vi")[i, j]),
+                                       r.log_marginal, rtol=1e-7)
+    with pytest.raises(ValueError, match="lengthscale_2"):
+        bnlab.surface(model, X, y, methods=["vi"], grid={"lengthscale_2": [1.0], "variance": [1.0]})
+
+
 def test_gaussian_surface_over_likelihood_noise_is_the_exact_evidence():
     from scipy.stats import multivariate_normal
     ds = bnlab.datasets.load("regression_1d", n=15)

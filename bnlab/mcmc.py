@@ -188,6 +188,10 @@ def _validate(num_temps, num_chains, steps_per_temp, max_shrinks):
             raise ValueError(f"{name} must be an integer ≥ {lo}, got {v}")
 
 
+#: the most latent values (points × latents) AIS samples: its state is dense in them
+MAX_POINTS = 5000
+
+
 def exact_model(model, params_list):
     """The model AIS samples: the exact posterior of the model's prior and likelihood.
     A Markov GP's prior is its kernel's full GP (the state-space form of the same
@@ -214,6 +218,10 @@ def ais_grid(model, X, y, params_list, *, X_test=None, y_test=None, num_temps=10
     model, params_list = exact_model(model, params_list)
     from .inference import prepare_data
     X, y = prepare_data(model, X, y)
+    if X.shape[0] * model.num_latents > MAX_POINTS:
+        raise ValueError(f"AIS works with the dense prior covariance of every training "
+                         f"latent; {X.shape[0]} points × {model.num_latents} latent(s) is "
+                         f"above its limit of {MAX_POINTS} (memory grows as n², set-up as n³)")
     with_test = X_test is not None and y_test is not None
     Xs, ys = (prepare_data(model, X_test, y_test) if with_test
               else (jnp.zeros((1, X.shape[1])), jnp.zeros(1)))

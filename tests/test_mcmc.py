@@ -97,6 +97,14 @@ def test_cache_key_depends_on_every_part():
     assert a != cache.make_key(np.ones(3), {"v": 1.0}, "logit")
 
 
+def test_ais_refuses_data_too_large_for_its_dense_state():
+    X = np.linspace(0, 1, 5001)[:, None]
+    y = np.where(np.sin(20 * X[:, 0]) > 0, 1.0, -1.0)
+    model = bnlab.MarkovGP(bnlab.kernels.Matern32(), bnlab.likelihoods.Bernoulli("probit"))
+    with pytest.raises(ValueError, match="5001 points .* limit of 5000"):
+        ais(model, X, y, num_temps=10, num_chains=2)
+
+
 def test_bad_sampler_settings_are_rejected():
     ds = bnlab.datasets.load("classification_1d", n=10)
     model = bnlab.GP(bnlab.kernels.Matern32(), bnlab.likelihoods.Bernoulli("probit"))

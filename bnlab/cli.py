@@ -98,7 +98,7 @@ def _reproduce(args):
 
     try:
         results = li2023(args.dataset, folds=args.folds, seeds=args.seeds, methods=methods,
-                         progress=progress)
+                         workers=args.workers, progress=progress)
     finally:
         bar.close()
     print(f"Li, John & Solin (2023) Table 1 (EP_at_Ours: Table 7), {args.dataset}: test lpd over "
@@ -135,6 +135,8 @@ def build_parser():
     r.add_argument("--seeds", type=int, default=10)
     r.add_argument("--methods", default="LA,EP,VI,Ours,EP_at_Ours",
                    help="comma-separated rows of the table")
+    r.add_argument("--workers", type=int, default=None,
+                   help="train/test splits fitted at the same time (default: one per core)")
     r.set_defaults(run=_reproduce)
     return p
 

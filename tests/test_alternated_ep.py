@@ -86,3 +86,12 @@ def test_li2023_table1_ep_row_breast_cancer():
     paper_mean, paper_sd = PAPER_TABLE1["breast_cancer"]["EP"]
     assert out["EP"]["lpd"].size == 5
     assert abs(out["EP"]["lpd"].mean() - paper_mean) <= paper_sd
+
+
+def test_li2023_splits_in_parallel_give_the_serial_numbers():
+    one = li2023("breast_cancer", folds=2, seeds=1, methods=("EP",), workers=1)
+    two = li2023("breast_cancer", folds=2, seeds=1, methods=("EP",), workers=2)
+    np.testing.assert_array_equal(one["EP"]["lpd"], two["EP"]["lpd"])
+    np.testing.assert_array_equal(one["EP"]["acc"], two["EP"]["acc"])
+    with pytest.raises(ValueError, match="workers"):
+        li2023("breast_cancer", folds=2, seeds=1, methods=("EP",), workers=0)

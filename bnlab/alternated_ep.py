@@ -30,7 +30,7 @@ from scipy.optimize import minimize
 
 from .engine import Settings, get_engine
 from .inference import InferenceResult, infer, prepare_data
-from .learning import LearningResult, _result, learnable
+from .learning import LearningResult, learnable, result_from_history
 
 __all__ = ["alternated_ep", "frozen_site_gaussian_term"]
 
@@ -50,8 +50,8 @@ def alternated_ep(model, X, y, *, params=None, learn=None, damping=0.5, max_iter
                   tol=1e-8, max_opt_iters=10000) -> tuple[LearningResult, InferenceResult]:
     """EP once at the starting θ, then L-BFGS-B on L(θ) with the sites frozen (module
     docstring). Returns the learning result (``trajectory`` / ``objective``: θ and L at
-    the start and after every L-BFGS-B iteration; ``stop_reason`` "converged" or
-    "max_steps") and the frozen-site posterior at the learned θ, whose ``predict`` /
+    the start and after every L-BFGS-B iteration; ``stop_reason`` "converged",
+    "max_steps" or "line_search_failed") and the frozen-site posterior at the learned θ, whose ``predict`` /
     ``log_predictive`` are the baseline's predictions. That posterior's
     ``log_marginal`` is the EP energy of the frozen sites at the learned θ (cavities
     recomputed), not L, which keeps GPy's Z̃ᵢ from θ₀: read L from ``objective``."""
@@ -92,17 +92,18 @@ def alternated_ep(model, X, y, *, params=None, learn=None, damping=0.5, max_iter
         return -float(value), -np.concatenate([np.ravel(grad[n]) for n in names])
 
     def record(v):                                   # after every L-BFGS-B iteration
-        value = seen.get(np.asarray(v, float).tobytes())
-        if value is None:
-            value = -negative(v)[0] + constant
-        history.append((unflatten(v), value))
+        key = np.asarray(v, float).tobytes()
+        if key not in seen:
+            negative(v)
+        history.append((unflatten(v), seen[key]))
 
     history = [(free0, start.log_marginal)]
     v0 = np.concatenate([np.ravel(np.asarray(free0[n])) for n in names])
     opt = minimize(negative, v0, jac=True, method="L-BFGS-B", callback=record,
                    options={"maxiter": int(max_opt_iters)})
-    reason = "converged" if opt.success else "max_steps"
-    learned = _result(history, from_free, names, start.sites, reason)
+    reason = ("converged" if opt.success else
+              "max_steps" if opt.nit >= int(max_opt_iters) else "line_search_failed")
+    learned = result_from_history(history, from_free, names, start.sites, reason)
     return learned, _frozen_posterior(model, X, y, learned.params, start.sites)
 
 

@@ -46,6 +46,7 @@ class LearningResult(NamedTuple):
     trajectory: dict              # name → (steps + 1, …) hyperparameter values
     objective: np.ndarray         # (steps + 1,) the objective at each recorded θ
     stop_reason: str              # "max_steps" | "converged" | "ep_decreased" | "diverged"
+                                  # (alternated_ep: also "line_search_failed")
     elbo: np.ndarray | None = None    # hybrid only: the ELBO after each E-step
 
 
@@ -164,10 +165,11 @@ def joint(model, X, y, method="vi", *, params=None, learn=None, steps=300, learn
         if change < ftol * (1 + abs(history[-1][1])) and moved < xtol:
             reason = "converged"
             break
-    return _result(history, from_free, names, state.sites, reason)
+    return result_from_history(history, from_free, names, state.sites, reason)
 
 
-def _result(history, from_free, names, sites, reason, elbo=None):
+def result_from_history(history, from_free, names, sites, reason, elbo=None):
+    """A ``LearningResult`` from [(log θ dict, objective), …], the last entry learned."""
     trajectory = {n: np.stack([np.exp(np.asarray(f[n])) for f, _ in history]) for n in names}
     objective = np.array([v for _, v in history])
     params = jax.tree_util.tree_map(np.asarray, from_free(history[-1][0]))
@@ -236,4 +238,4 @@ def hybrid(model, X, y, *, params=None, learn=None, outer=10000, e_steps=20, m_s
         if same:
             reason = "converged"
             break
-    return _result(history, from_free, names, sites, reason, elbo)
+    return result_from_history(history, from_free, names, sites, reason, elbo)

@@ -116,6 +116,48 @@ def test_pl2_gauss_newton_equals_pl_for_discrete_likelihoods():
     np.testing.assert_allclose(np.asarray(pl2_gn.sites.nat1), np.asarray(pl.sites.nat1), rtol=1e-10)
 
 
+@pytest.mark.parametrize("y_n", [-1.0, 1.0])
+def test_pl_and_pl2_site_targets_match_closed_form_probit_slr(y_n):
+    """For probit, y = ±1, the SLR of ν(f) = 2Φ(f) − 1 under N(m, C) has a closed form:
+    μ = 2Φ(z) − 1 with z = m/√(1+C), Q = 2Cφ(z)/√(1+C), S = 1 − μ² (ν² + Var[y|f] = 1),
+    Ω = S − Q²/C. PL's (J, H) are A Ω⁻¹(y − μ) and −A²/Ω with A = Q/C; PL2's are the
+    derivatives of log N(y | μ(m), Ω(m)) in m (eq. 45), here by central differences
+    of the closed form (scipy), independent of the cubature and autodiff (tolerances:
+    the 20-point rule is good to ≈ 1e-7 here)."""
+    import jax.numpy as jnp
+    from scipy.stats import norm
+
+    from bnlab import cubature
+    from bnlab.methods.base import LocalInput
+    from bnlab.methods.linearisation import pl2_local, pl_local
+
+    lik, rule = bnlab.likelihoods.Bernoulli("probit"), cubature.make_rule("gauss_hermite", 20, 1)
+
+    def slr(m, C):
+        z = m / np.sqrt(1 + C)
+        mu = 2 * norm.cdf(z) - 1
+        Q = 2 * C * norm.pdf(z) / np.sqrt(1 + C)
+        return mu, Q, 1 - mu**2 - Q**2 / C
+
+    def target(m, C):
+        mu, _, om = slr(m, C)
+        return -0.5 * (np.log(2 * np.pi * om) + (y_n - mu) ** 2 / om)
+
+    for m, C in [(0.3, 0.2), (-1.1, 0.7), (1.8, 1.5), (0.0, 0.05)]:
+        inp = LocalInput({}, jnp.asarray(y_n), jnp.array([m]), jnp.array([[C]]),
+                         jnp.zeros((1, 1)), jnp.zeros(1), jnp.zeros((1, 1)), 1.0, 0.5, ())
+        mu, Q, om = slr(m, C)
+        pl, _ = pl_local(lik, rule)(inp)
+        np.testing.assert_allclose(float(pl.J[0]), Q / C * (y_n - mu) / om, rtol=1e-6)
+        np.testing.assert_allclose(float(pl.H[0, 0]), -(Q / C) ** 2 / om, rtol=1e-6)
+        h = 1e-4
+        up, mid, down = target(m + h, C), target(m, C), target(m - h, C)
+        pl2, _ = pl2_local(lik, rule)(inp)
+        np.testing.assert_allclose(float(pl2.J[0]), (up - down) / (2 * h), rtol=1e-6)
+        np.testing.assert_allclose(float(pl2.H[0, 0]), (up - 2 * mid + down) / h**2,
+                                   rtol=1e-4, atol=1e-6)
+
+
 def test_predictions_match_dense_conditioning():
     X, y = _data(25, 9)
     Xs = np.linspace(-5, 5, 7)[:, None]

@@ -158,6 +158,25 @@ def test_pl_and_pl2_site_targets_match_closed_form_probit_slr(y_n):
                                    rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.parametrize("base,alpha", [("laplace", 1.0), ("vi", 1.0), ("pep", 0.5)])
+def test_riemannian_variants_share_their_base_methods_fixed_point(base, alpha):
+    """The Riemannian correction −(ρ/2) G Λ̄⁻¹ G with G = Λ̄ + H (Lin et al. 2020) vanishes
+    where the base update is stationary (G = 0), and with a log-concave likelihood
+    (H ≤ 0) that is its only fixed point: Laplace-, VI- and PEP-Riemann must converge
+    to the Laplace mode, the VI optimum and the PEP fixed point."""
+    X, y = _data(20, 5)
+    model = _model("probit", 1.0, 2.0)
+    kw = dict(alpha=alpha, damping=0.5, max_iters=2000, tol=1e-12)
+    ref = bnlab.infer(model, X, y, method=base, **kw)
+    riem = bnlab.infer(model, X, y, method=f"{base}_riemann", **kw)
+    assert ref.converged and riem.converged
+    np.testing.assert_allclose(np.asarray(riem.sites.prec), np.asarray(ref.sites.prec),
+                               rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(np.asarray(riem.sites.nat1), np.asarray(ref.sites.nat1),
+                               rtol=1e-8, atol=1e-10)
+    assert riem.log_marginal == pytest.approx(ref.log_marginal, abs=1e-9)
+
+
 def test_predictions_match_dense_conditioning():
     X, y = _data(25, 9)
     Xs = np.linspace(-5, 5, 7)[:, None]

@@ -128,6 +128,10 @@ def test_two_latent_surface_over_one_latents_hyperparameters():
                                        r.log_marginal, rtol=1e-7)
     with pytest.raises(ValueError, match="lengthscale_2"):
         bnlab.surface(model, X, y, methods=["vi"], grid={"lengthscale_2": [1.0], "variance": [1.0]})
+    from bnlab.learning import learnable               # learning paths name the same axes
+    names, _, _ = learnable(model, model.init_params())
+    for a, b in zip(names, names[1:]):
+        bnlab.surfaces.grid_axes(model, {a: [1.0], b: [1.0]})
 
 
 def test_gaussian_surface_over_likelihood_noise_is_the_exact_evidence():

@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.optimize import minimize
 
+from .compiled import CompiledCache
 from .engine import Settings, get_engine
 from .inference import InferenceResult, infer, prepare_data
 from .learning import LearningResult, learnable, result_from_history
@@ -44,6 +45,22 @@ def frozen_site_gaussian_term(K, nat1, prec):
     c = jax.scipy.linalg.solve_triangular(L, nat1 / s, lower=True)
     return (-0.5 * c @ c - jnp.sum(jnp.log(jnp.diag(L))) + 0.5 * jnp.sum(jnp.log(prec))
             - 0.5 * K.shape[0] * jnp.log(2 * jnp.pi))
+
+
+_OBJECTIVES = CompiledCache(maxsize=8)
+
+
+def _compiled_objective(model, params, names):
+    """jit(value_and_grad) of the Gaussian term as a function of (log θ, base θ, X, ν̃, τ̃),
+    compiled once per model structure and learned names (every number is an argument)."""
+    def build():
+        _, _, from_free = learnable(model, params, list(names))
+
+        def term(free, base, X, nat1, prec):
+            return frozen_site_gaussian_term(
+                model.prior_covariance(from_free(free, base), X, X), nat1, prec)
+        return jax.jit(jax.value_and_grad(term))
+    return _OBJECTIVES.get((model.structure_key(), tuple(names)), build)
 
 
 def alternated_ep(model, X, y, *, params=None, learn=None, damping=0.5, max_iters=1000,
@@ -70,12 +87,13 @@ def alternated_ep(model, X, y, *, params=None, learn=None, damping=0.5, max_iter
     nat1 = start.sites.nat1[:, 0]
     prec = start.sites.prec[:, 0, 0]
 
-    def gaussian_term(free):
-        return frozen_site_gaussian_term(model.prior_covariance(from_free(free), X, X),
-                                         nat1, prec)
+    objective = _compiled_objective(model, params, names)
+
+    def value_and_grad(free):
+        return objective(free, params, X, nat1, prec)
 
     free0 = to_free(params)
-    constant = start.log_marginal - float(gaussian_term(free0))
+    constant = start.log_marginal - float(value_and_grad(free0)[0])
     shapes = {n: np.shape(free0[n]) for n in names}
     sizes = [int(np.prod(shapes[n])) for n in names]
 
@@ -83,7 +101,6 @@ def alternated_ep(model, X, y, *, params=None, learn=None, damping=0.5, max_iter
         parts = np.split(np.asarray(v, float), np.cumsum(sizes)[:-1])
         return {n: jnp.asarray(p.reshape(shapes[n])) for n, p in zip(names, parts)}
 
-    value_and_grad = jax.jit(jax.value_and_grad(gaussian_term))
     seen = {}                                        # point → L(θ), for the trajectory
 
     def negative(v):

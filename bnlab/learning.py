@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from .compiled import CompiledCache
 from .engine import Settings, get_engine
 from .inference import prepare_data, validate_settings
 
@@ -94,8 +95,10 @@ def _unroll(engine):
 
 
 def _fixed_site_objective(engine, from_free, unroll):
-    def objective(free, sites, X, y, settings):
-        params = from_free(free)
+    """The method's energy at fixed sites as a function of (log θ, base θ, sites, X, y,
+    settings); Laplace-type energies through ``unroll`` undamped Newton steps."""
+    def objective(free, base, sites, X, y, settings):
+        params = from_free(free, base)
         state = engine.init_pure(params, X, y, settings, jax.lax.stop_gradient(sites))
         newton = settings._replace(rho=jnp.asarray(1.0))
         for _ in range(unroll):
@@ -112,8 +115,60 @@ def objective_gradient(model, X, y, method, params, sites, *, learn=None, alpha=
     names, to_free, from_free = learnable(model, params, learn)
     objective = _fixed_site_objective(engine, from_free, _unroll(engine))
     settings = Settings(jnp.asarray(float(alpha)), jnp.asarray(0.5), jnp.asarray(1e-8))
-    value, grad = jax.value_and_grad(objective)(to_free(params), sites, X, y, settings)
+    value, grad = jax.value_and_grad(objective)(to_free(params), params, sites, X, y, settings)
     return float(value), {k: np.asarray(v) for k, v in grad.items()}
+
+
+_STEPS = CompiledCache(maxsize=16)
+
+
+def _compiled_adam_step(engine, model, params, names, learning_rate):
+    """jit of one Adam step on log θ at fixed sites, shared by every ``joint`` call with
+    the same engine, learned names and rate (the base θ is an argument)."""
+    def build():
+        _, _, from_free = learnable(model, params, list(names))
+        objective = _fixed_site_objective(engine, from_free, _unroll(engine))
+        optimizer = optax.adam(learning_rate)
+
+        def adam_step(free, opt_state, base, sites, X, y, settings):
+            grad = jax.grad(objective)(free, base, sites, X, y, settings)
+            updates, opt_state = optimizer.update(jax.tree_util.tree_map(jnp.negative, grad),
+                                                  opt_state, free)
+            return optax.apply_updates(free, updates), opt_state
+        return jax.jit(adam_step)
+    return _STEPS.get(("adam", engine, tuple(names), learning_rate), build)
+
+
+def _compiled_hybrid_steps(model, params, names, cubature, e_steps, m_steps, m_rate):
+    """jit of the hybrid E-step (``e_steps`` CVI steps), M-step (``m_steps`` Adam steps
+    on the EP energy at fixed sites) and that energy, shared across ``hybrid`` calls."""
+    vi = get_engine(model, "vi", cubature)
+    ep_like = get_engine(model, "ep_like", cubature)
+
+    def build():
+        _, _, from_free = learnable(model, params, list(names))
+        l_ep = _fixed_site_objective(ep_like, from_free, 0)
+        optimizer = optax.adam(m_rate)
+
+        def e_step(free, base, sites, X, y, settings):
+            p = from_free(free, base)
+            state = vi.init_pure(p, X, y, settings, sites)
+            state = jax.lax.fori_loop(0, e_steps,
+                                      lambda i, s: vi.step_pure(p, X, y, settings, s)[0], state)
+            return state.sites, state.energy
+
+        def m_step(free, opt_state, base, sites, X, y, settings):
+            def body(carry, _):
+                free, opt_state = carry
+                grad = jax.grad(l_ep)(free, base, sites, X, y, settings)
+                updates, opt_state = optimizer.update(
+                    jax.tree_util.tree_map(jnp.negative, grad), opt_state, free)
+                return (optax.apply_updates(free, updates), opt_state), None
+
+            (free, opt_state), _ = jax.lax.scan(body, (free, opt_state), None, length=m_steps)
+            return free, opt_state, l_ep(free, base, sites, X, y, settings)
+        return jax.jit(e_step), jax.jit(m_step), jax.jit(l_ep)
+    return _STEPS.get(("hybrid", vi, ep_like, tuple(names), e_steps, m_steps, m_rate), build)
 
 
 def joint(model, X, y, method="vi", *, params=None, learn=None, steps=300, learning_rate=0.05,
@@ -130,18 +185,10 @@ def joint(model, X, y, method="vi", *, params=None, learn=None, steps=300, learn
     engine = get_engine(model, method, cubature)
     settings = Settings(jnp.asarray(float(alpha)), jnp.asarray(float(damping)), jnp.asarray(float(tol)))
     optimizer = optax.adam(learning_rate)
-    objective = _fixed_site_objective(engine, from_free, _unroll(engine))
-    run = jax.jit(engine.run_pure, static_argnames=("max_iters",))
-
-    @jax.jit
-    def adam_step(free, opt_state, sites, X, y, settings):
-        grad = jax.grad(objective)(free, sites, X, y, settings)
-        updates, opt_state = optimizer.update(jax.tree_util.tree_map(jnp.negative, grad),
-                                              opt_state, free)
-        return optax.apply_updates(free, updates), opt_state
+    adam_step = _compiled_adam_step(engine, model, params, names, float(learning_rate))
 
     free = to_free(params)
-    state, _, _, _, diverged = run(from_free(free), X, y, settings, max_iters=int(max_iters))
+    state, _, _, _, diverged = engine.run(from_free(free), X, y, settings, max_iters=int(max_iters))
     if bool(diverged):
         raise ValueError(f"{method} diverged at the initial hyperparameters; "
                          f"try a smaller damping")
@@ -149,12 +196,12 @@ def joint(model, X, y, method="vi", *, params=None, learn=None, steps=300, learn
     history = [(free, float(state.energy))]
     reason = "max_steps"
     for _ in range(int(steps)):
-        new_free, new_opt = adam_step(free, opt_state, state.sites, X, y, settings)
-        new_state, _, _, _, div = run(from_free(new_free), X, y, settings,
-                                      max_iters=int(max_iters), sites=state.sites)
+        new_free, new_opt = adam_step(free, opt_state, params, state.sites, X, y, settings)
+        new_state, _, _, _, div = engine.run(from_free(new_free), X, y, settings,
+                                             max_iters=int(max_iters), sites=state.sites)
         if bool(div):           # the warm start left the basin: converge from scratch
-            new_state, _, _, _, div = run(from_free(new_free), X, y, settings,
-                                          max_iters=int(max_iters))
+            new_state, _, _, _, div = engine.run(from_free(new_free), X, y, settings,
+                                                 max_iters=int(max_iters))
         if bool(div):
             reason = "diverged"
             break
@@ -190,40 +237,19 @@ def hybrid(model, X, y, *, params=None, learn=None, outer=10000, e_steps=20, m_s
     params = model.init_params() if params is None else params
     names, to_free, from_free = learnable(model, params, learn)
     vi = get_engine(model, "vi", cubature)
-    ep_like = get_engine(model, "ep_like", cubature)
     e_settings = Settings(jnp.asarray(1.0), jnp.asarray(float(e_rate)), jnp.asarray(1e-8))
     optimizer = optax.adam(m_rate)
-    l_ep = _fixed_site_objective(ep_like, from_free, 0)
-
-    @jax.jit
-    def e_step(free, sites, X, y):
-        p = from_free(free)
-        state = vi.init_pure(p, X, y, e_settings, sites)
-        state = jax.lax.fori_loop(0, int(e_steps),
-                                  lambda i, s: vi.step_pure(p, X, y, e_settings, s)[0], state)
-        return state.sites, state.energy
-
-    @jax.jit
-    def m_step(free, opt_state, sites, X, y):
-        def body(carry, _):
-            free, opt_state = carry
-            grad = jax.grad(l_ep)(free, sites, X, y, e_settings)
-            updates, opt_state = optimizer.update(jax.tree_util.tree_map(jnp.negative, grad),
-                                                  opt_state, free)
-            return (optax.apply_updates(free, updates), opt_state), None
-
-        (free, opt_state), _ = jax.lax.scan(body, (free, opt_state), None, length=int(m_steps))
-        return free, opt_state, l_ep(free, sites, X, y, e_settings)
-
+    e_step, m_step, l_ep = _compiled_hybrid_steps(model, params, names, cubature, int(e_steps),
+                                                  int(m_steps), float(m_rate))
     free = to_free(params)
     sites = vi.init_pure(from_free(free), X, y, e_settings).sites
     opt_state = optimizer.init(free)
-    history = [(free, float(l_ep(free, sites, X, y, e_settings)))]
+    history = [(free, float(l_ep(free, params, sites, X, y, e_settings)))]
     elbo = [np.nan]
     reason = "max_steps"
     for k in range(int(outer)):
-        new_sites, new_elbo = e_step(free, sites, X, y)
-        new_free, new_opt, value = m_step(free, opt_state, new_sites, X, y)
+        new_sites, new_elbo = e_step(free, params, sites, X, y, e_settings)
+        new_free, new_opt, value = m_step(free, opt_state, params, new_sites, X, y, e_settings)
         value = float(value)
         if not np.isfinite(value):
             reason = "diverged"

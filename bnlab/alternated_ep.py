@@ -28,6 +28,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.flatten_util import ravel_pytree
 from scipy.optimize import minimize
 
 from .compiled import CompiledCache
@@ -66,14 +67,16 @@ def _compiled_objective(model, params, names):
 
 
 def alternated_ep(model, X, y, *, params=None, learn=None, damping=0.5, max_iters=1000,
-                  tol=1e-8, max_opt_iters=10000) -> tuple[LearningResult, InferenceResult]:
+                  tol=1e-8, max_opt_iters=10000, cubature=("gauss_hermite", 20)
+                  ) -> tuple[LearningResult, InferenceResult]:
     """EP once at the starting θ, then L-BFGS-B on L(θ) with the sites frozen (module
     docstring). Returns the learning result (``trajectory`` / ``objective``: θ and L at
     the start and after every L-BFGS-B iteration; ``stop_reason`` "converged",
-    "max_steps" or "line_search_failed") and the frozen-site posterior at the learned θ, whose ``predict`` /
-    ``log_predictive`` are the baseline's predictions. That posterior's
-    ``log_marginal`` is the EP energy of the frozen sites at the learned θ (cavities
-    recomputed), not L, which keeps GPy's Z̃ᵢ from θ₀: read L from ``objective``."""
+    "max_steps" or "line_search_failed") and the frozen-site posterior at the learned
+    θ, whose ``predict`` / ``log_predictive`` are the baseline's predictions. That
+    posterior's ``log_marginal`` is the EP energy of the frozen sites at the learned θ
+    (cavities recomputed), not L, which keeps GPy's Z̃ᵢ from θ₀: read L from
+    ``objective``. ``cubature`` is EP's rule where the likelihood has no closed form."""
     if model.num_latents != 1 or model.structure != "full":
         raise ValueError("alternated_ep needs a full GP with one latent function "
                          f"(got structure={model.structure!r}, {model.num_latents} latents)")
@@ -81,7 +84,7 @@ def alternated_ep(model, X, y, *, params=None, learn=None, damping=0.5, max_iter
     params = model.init_params() if params is None else params
     names, to_free, from_free = learnable(model, params, learn)
     start = infer(model, X, y, method="ep", params=params, damping=damping,
-                  max_iters=max_iters, tol=tol)
+                  max_iters=max_iters, tol=tol, cubature=cubature)
     if not start.converged:
         status = "diverged" if start.diverged else f"did not converge in {max_iters} iterations"
         raise ValueError(f"alternated_ep: EP at the starting hyperparameters {status}; "
@@ -96,39 +99,32 @@ def alternated_ep(model, X, y, *, params=None, learn=None, damping=0.5, max_iter
 
     free0 = to_free(params)
     constant = start.log_marginal - float(value_and_grad(free0)[0])
-    shapes = {n: np.shape(free0[n]) for n in names}
-    sizes = [int(np.prod(shapes[n])) for n in names]
-
-    def unflatten(v):
-        parts = np.split(np.asarray(v, float), np.cumsum(sizes)[:-1])
-        return {n: jnp.asarray(p.reshape(shapes[n])) for n, p in zip(names, parts)}
-
+    v0, unflatten = ravel_pytree(free0)             # L-BFGS-B works on one flat vector
     seen = {}                                        # point → L(θ), for the trajectory
 
     def negative(v):
-        value, grad = value_and_grad(unflatten(v))
+        value, grad = value_and_grad(unflatten(jnp.asarray(v)))
         seen[np.asarray(v, float).tobytes()] = constant + float(value)
-        return -float(value), -np.concatenate([np.ravel(grad[n]) for n in names])
+        return -float(value), -np.asarray(ravel_pytree(grad)[0])
 
     def record(v):                                   # after every L-BFGS-B iteration
         key = np.asarray(v, float).tobytes()
         if key not in seen:
             negative(v)
-        history.append((unflatten(v), seen[key]))
+        history.append((unflatten(jnp.asarray(v)), seen[key]))
 
     history = [(free0, start.log_marginal)]
-    v0 = np.concatenate([np.ravel(np.asarray(free0[n])) for n in names])
-    opt = minimize(negative, v0, jac=True, method="L-BFGS-B", callback=record,
+    opt = minimize(negative, np.asarray(v0), jac=True, method="L-BFGS-B", callback=record,
                    options={"maxiter": int(max_opt_iters)})
     reason = ("converged" if opt.success else
               "max_steps" if opt.nit >= int(max_opt_iters) else "line_search_failed")
     learned = result_from_history(history, from_free, names, start.sites, reason)
-    return learned, _frozen_posterior(model, X, y, learned.params, start.sites)
+    return learned, _frozen_posterior(model, X, y, learned.params, start.sites, cubature)
 
 
-def _frozen_posterior(model, X, y, params, sites):
+def _frozen_posterior(model, X, y, params, sites, cubature):
     """The posterior of the frozen sites under ``params`` (no EP iteration)."""
-    engine = get_engine(model, "ep")
+    engine = get_engine(model, "ep", cubature)
     settings = Settings(jnp.asarray(1.0), jnp.asarray(0.5), jnp.asarray(1e-8))
     state, trace, n, _, _ = engine.run(params, X, y, settings, max_iters=0, sites=sites)
     return InferenceResult(engine, params, X, y, state, trace, n, False, False, "ep", settings)

@@ -2,7 +2,8 @@
 
     bnlab surface --data FILE.csv --likelihood probit --methods ep,vi,ep_like --mcmc \\
                   --out surface.nc
-    bnlab reproduce li2023 --dataset breast_cancer [--folds 5 --seeds 10 --methods LA,EP --workers 2]
+    bnlab reproduce li2023 --dataset breast_cancer [--folds 5 --seeds 10 --methods LA,EP \\
+                           --workers 2]
 
 Grid axes are given as NAME=LO:HI:NUM in natural-log space (default: the Li et al.
 2023 Fig. 2 grid, log ℓ ∈ [−1, 5] and log σ ∈ [−1, 5], i.e. log σ² ∈ [−2, 10], 21 × 21).

@@ -90,7 +90,7 @@ def point_params(base, names, theta):
     for name, value in zip(names, theta):
         for i, kp in enumerate(kernels):
             key = name.removesuffix(f"_{i}") if len(kernels) > 1 else name
-            if key in kp and (key == name or name == f"{key}_{i}"):
+            if key in kp:
                 kp[key] = jnp.broadcast_to(value, jnp.shape(kp[key])).astype(float)
         if name in lik:
             lik[name] = jnp.asarray(value, float)

@@ -1,7 +1,8 @@
 """Hyperparameter-learning trajectories for the Surfaces page: each learner
-(``bnlab.learning``, ``bnlab.alternated_ep``) optimises the two surface axes from the sidebar's hyperparameters,
-and its path is drawn over every surface panel. No maths here: the learners are the
-engine's; this module only names them and collects their paths."""
+(``bnlab.learning``, ``bnlab.alternated_ep``) optimises the two surface axes from the
+sidebar's hyperparameters, and its path is drawn over every surface panel. No maths
+here: the learners are the engine's; this module only names them and collects their
+paths."""
 from __future__ import annotations
 
 import numpy as np
@@ -41,8 +42,8 @@ def learn_trajectories(problem, axes, labels, *, damping=0.5, cubature=("gauss_h
             res = learning.joint(problem.model, problem.X, problem.y, method=method,
                                  damping=damping, steps=JOINT_STEPS, **common)
         elif procedure == "alternated_ep":
-            res, _ = alternated_ep(problem.model, problem.X, problem.y, params=problem.params,
-                                   learn=list(axes), damping=damping)
+            res, _ = alternated_ep(problem.model, problem.X, problem.y, damping=damping,
+                                   **common)
         else:
             res = learning.hybrid(problem.model, problem.X, problem.y, outer=HYBRID_OUTER,
                                   **common)

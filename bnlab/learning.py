@@ -123,8 +123,9 @@ _STEPS = CompiledCache(maxsize=16)
 
 
 def _compiled_adam_step(engine, model, params, names, learning_rate):
-    """jit of one Adam step on log θ at fixed sites, shared by every ``joint`` call with
-    the same engine, learned names and rate (the base θ is an argument)."""
+    """(jit of one Adam step on log θ at fixed sites, the optimiser that initialises its
+    state), shared by every ``joint`` call with the same engine, learned names and rate
+    (the base θ is an argument)."""
     def build():
         _, _, from_free = learnable(model, params, list(names))
         objective = _fixed_site_objective(engine, from_free, _unroll(engine))
@@ -135,13 +136,14 @@ def _compiled_adam_step(engine, model, params, names, learning_rate):
             updates, opt_state = optimizer.update(jax.tree_util.tree_map(jnp.negative, grad),
                                                   opt_state, free)
             return optax.apply_updates(free, updates), opt_state
-        return jax.jit(adam_step)
+        return jax.jit(adam_step), optimizer
     return _STEPS.get(("adam", engine, tuple(names), learning_rate), build)
 
 
 def _compiled_hybrid_steps(model, params, names, cubature, e_steps, m_steps, m_rate):
     """jit of the hybrid E-step (``e_steps`` CVI steps), M-step (``m_steps`` Adam steps
-    on the EP energy at fixed sites) and that energy, shared across ``hybrid`` calls."""
+    on the EP energy at fixed sites) and that energy, and the M-step's optimiser, shared
+    across ``hybrid`` calls."""
     vi = get_engine(model, "vi", cubature)
     ep_like = get_engine(model, "ep_like", cubature)
 
@@ -167,7 +169,7 @@ def _compiled_hybrid_steps(model, params, names, cubature, e_steps, m_steps, m_r
 
             (free, opt_state), _ = jax.lax.scan(body, (free, opt_state), None, length=m_steps)
             return free, opt_state, l_ep(free, base, sites, X, y, settings)
-        return jax.jit(e_step), jax.jit(m_step), jax.jit(l_ep)
+        return jax.jit(e_step), jax.jit(m_step), jax.jit(l_ep), optimizer
     return _STEPS.get(("hybrid", vi, ep_like, tuple(names), e_steps, m_steps, m_rate), build)
 
 
@@ -184,8 +186,8 @@ def joint(model, X, y, method="vi", *, params=None, learn=None, steps=300, learn
     names, to_free, from_free = learnable(model, params, learn)
     engine = get_engine(model, method, cubature)
     settings = Settings(jnp.asarray(float(alpha)), jnp.asarray(float(damping)), jnp.asarray(float(tol)))
-    optimizer = optax.adam(learning_rate)
-    adam_step = _compiled_adam_step(engine, model, params, names, float(learning_rate))
+    adam_step, optimizer = _compiled_adam_step(engine, model, params, names,
+                                               float(learning_rate))
 
     free = to_free(params)
     state, _, _, _, diverged = engine.run(from_free(free), X, y, settings, max_iters=int(max_iters))
@@ -238,9 +240,8 @@ def hybrid(model, X, y, *, params=None, learn=None, outer=10000, e_steps=20, m_s
     names, to_free, from_free = learnable(model, params, learn)
     vi = get_engine(model, "vi", cubature)
     e_settings = Settings(jnp.asarray(1.0), jnp.asarray(float(e_rate)), jnp.asarray(1e-8))
-    optimizer = optax.adam(m_rate)
-    e_step, m_step, l_ep = _compiled_hybrid_steps(model, params, names, cubature, int(e_steps),
-                                                  int(m_steps), float(m_rate))
+    e_step, m_step, l_ep, optimizer = _compiled_hybrid_steps(
+        model, params, names, cubature, int(e_steps), int(m_steps), float(m_rate))
     free = to_free(params)
     sites = vi.init_pure(from_free(free), X, y, e_settings).sites
     opt_state = optimizer.init(free)

@@ -61,7 +61,7 @@ def ratio(step, chol, repeats):
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", type=int, nargs="+", default=[200, 500, 1000])
-    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--repeats", type=int, default=50)
     args = parser.parse_args()
     lik = lambda: bnlab.likelihoods.Bernoulli("probit")  # noqa: E731
     chols = {n: cholesky_call(n) for n in args.sizes}

@@ -33,9 +33,11 @@ import jax.numpy as jnp
 
 from .methods.base import LocalInput, inv_small, logdet_small
 from .methods.power_ep import cavity, log_tilted_normaliser
+from .methods.variational import expected_log_lik_derivatives
 from .sites import Marginals, Sites
 
-__all__ = ["laplace_energy", "variational_energy", "power_ep_energy", "energy"]
+__all__ = ["laplace_energy", "variational_energy", "variational_energy_and_derivatives",
+           "power_ep_energy", "energy"]
 
 
 def _site_inputs(lik_params, y, marg: Marginals, sites: Sites, alpha):
@@ -51,13 +53,26 @@ def laplace_energy(lik, rule, lik_params, y, marg: Marginals, sites: Sites, alph
     return log_lik - 0.5 * jnp.sum(m * Kinv_m) - half_logdet_B
 
 
-def variational_energy(lik, rule, lik_params, y, marg: Marginals, sites: Sites, alpha=1.0):
+def _kl(marg: Marginals, sites: Sites):
+    """KL[q‖p] = Σ E_q[log t_n] − log_norm."""
     m, C = marg.mean, marg.cov
     second = C + m[:, :, None] * m[:, None, :]
     e_log_t = jnp.sum(sites.nat1 * m) - 0.5 * jnp.sum(sites.prec * second)
+    return e_log_t - marg.log_norm
+
+
+def variational_energy(lik, rule, lik_params, y, marg: Marginals, sites: Sites, alpha=1.0):
     ell = jax.vmap(lambda yn, mn, Cn, cv: lik.expected_log_prob(lik_params, yn, mn, Cn + cv, rule))(
-        y, m, C, marg.cond_var)
-    return jnp.sum(ell) - (e_log_t - marg.log_norm)
+        y, marg.mean, marg.cov, marg.cond_var)
+    return jnp.sum(ell) - _kl(marg, sites)
+
+
+def variational_energy_and_derivatives(lik, rule, lik_params, y, marg: Marginals, sites: Sites):
+    """The ELBO and, from the same cubature pass, each site's (∇_m, ∇²_m) of
+    E_q[log p(y_n|f_n)] — the next CVI step's (J, H)."""
+    ell, J, H = jax.vmap(lambda yn, mn, Cn, cv: expected_log_lik_derivatives(
+        lik, rule, lik_params, yn, mn, Cn + cv))(y, marg.mean, marg.cov, marg.cond_var)
+    return jnp.sum(ell) - _kl(marg, sites), (J, H)
 
 
 def _pep_site_term(lik, rule, inp: LocalInput):

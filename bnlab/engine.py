@@ -5,7 +5,10 @@ One iteration (Wilkinson et al. 2023, Alg. 1–3):
   2. the damped site update of eq. (9) (sites whose update is not valid — a non-PD
      cavity — keep their value);
   3. the model's global update gives the new marginals and log_norm;
-  4. the method's energy is evaluated at the new state.
+  4. the method's energy is evaluated at the new state. For CVI (and its Riemannian and
+     heuristic forms) the ELBO's cubature pass also gives the next step's (J, H) —
+     the derivatives of the same E_q[log p(y_n|f_n)] at the same marginals — which the
+     state carries (``State.derivatives``), so a VI step makes one pass, not two.
 If the new posterior is not positive definite the step is *rejected*: the state stays
 at the last PSD iterate, the iteration is recorded with ``posterior_psd = False`` and
 the run stops as diverged (the paper reports such methods at their "last stable step").
@@ -30,6 +33,7 @@ import jax.numpy as jnp
 from . import cubature
 from .compiled import CompiledCache
 from .energies import energy as compute_energy
+from .energies import variational_energy_and_derivatives
 from .methods.base import LocalInput, inv_small
 from .methods.registry import NONNEGATIVE_SITES_IF_LOG_CONCAVE, build_method
 from .models import structure_module
@@ -51,6 +55,7 @@ class State(NamedTuple):
     marginals: Marginals
     aux: Any
     energy: jnp.ndarray
+    derivatives: Any = ()   # the next local update's (J, H), or () (see step 4 above)
 
 
 class StepInfo(NamedTuple):
@@ -127,8 +132,12 @@ class Engine:
         return settings.alpha if self.method.uses_alpha else 1.0
 
     def _energy(self, params, y, marg, sites, settings):
+        """(energy, derivatives for the next local update, or ())."""
+        if self.method.reuses_energy_pass:
+            return variational_energy_and_derivatives(self.lik, self.rule, params["likelihood"],
+                                                      y, marg, sites)
         return compute_energy(self.method.energy, self.lik, self.rule, params["likelihood"],
-                              y, marg, sites, self._alpha(settings))
+                              y, marg, sites, self._alpha(settings)), ()
 
     def init_pure(self, params, X, y, settings, sites=None) -> State:
         prior = self.structure.prepare(self.model, params, X)
@@ -136,7 +145,8 @@ class Engine:
             sites = init_sites(X.shape[0], self.model.num_latents)
         marg = self._marginals(prior, sites)
         aux = self.method.init_aux(X.shape[0], self.model.num_latents)
-        return State(prior, sites, marg, aux, self._energy(params, y, marg, sites, settings))
+        energy, derivatives = self._energy(params, y, marg, sites, settings)
+        return State(prior, sites, marg, aux, energy, derivatives)
 
     def propose_pure(self, params, X, y, settings, state: State):
         """The method's local updates and the damped site update (eq. 9), before the
@@ -145,10 +155,12 @@ class Engine:
         N = y.shape[0]
         # α is shared by every site, not mapped: a non-PEP method then sees the Python
         # 1.0 of ``_alpha`` and EP's site update takes the same closed form as its energy
+        reuse = self.method.reuses_energy_pass
         inp = LocalInput(params["likelihood"], y, marg.mean, marg.cov, marg.cond_var,
                          sites.nat1, sites.prec, self._alpha(settings),
-                         jnp.broadcast_to(settings.rho, (N,)), state.aux)
-        axes = LocalInput(None, 0, 0, 0, 0, 0, 0, None, 0, 0)
+                         jnp.broadcast_to(settings.rho, (N,)), state.aux,
+                         state.derivatives if reuse else None)
+        axes = LocalInput(None, 0, 0, 0, 0, 0, 0, None, 0, 0, 0 if reuse else None)
         upd, aux = jax.vmap(self.method.local, in_axes=(axes,))(inp)
         proposal = damped_update(sites, upd.J, upd.H, upd.mean, settings.rho)
         keep = upd.ok
@@ -160,7 +172,7 @@ class Engine:
         """One iteration; a step whose posterior is not PD is rejected (state kept)."""
         new_sites, aux, _ = self.propose_pure(params, X, y, settings, state)
         new_marg = self._step_marginals(state.prior, new_sites)
-        new_energy = self._energy(params, y, new_marg, new_sites, settings)
+        new_energy, new_derivatives = self._energy(params, y, new_marg, new_sites, settings)
         # a PD posterior can still have blown up (the heuristic fix bounds the site
         # precisions, not the site means); −∞ energies are legitimate, NaN are not
         finite_sites = jnp.all(jnp.isfinite(new_sites.nat1)) & jnp.all(jnp.isfinite(new_sites.prec))
@@ -171,7 +183,8 @@ class Engine:
         keep = lambda new, old: jax.tree_util.tree_map(  # noqa: E731
             lambda a, b: jnp.where(accepted, a, b), new, old)
         out = State(state.prior, keep(new_sites, state.sites), keep(new_marg, state.marginals),
-                    keep(aux, state.aux), keep(new_energy, state.energy))
+                    keep(aux, state.aux), keep(new_energy, state.energy),
+                    keep(new_derivatives, state.derivatives))
         if self.mean_only:           # these methods have no cavity (nor was C computed)
             cavity_ok, min_cavity = jnp.asarray(True), jnp.asarray(jnp.nan)
         else:                        # at the proposed state: what a rejection was about

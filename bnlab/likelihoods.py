@@ -20,9 +20,10 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.special import gammaln, log_ndtr, logsumexp, ndtr
+from jax.scipy.special import gammaln, logsumexp, ndtr
 
 from . import cubature
+from .special import log_ndtr
 
 __all__ = ["Likelihood", "Gaussian", "Bernoulli", "Poisson", "StudentT", "Laplace",
            "Heteroscedastic", "Product", "LIKELIHOODS"]

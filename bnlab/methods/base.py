@@ -22,6 +22,9 @@ class LocalInput(NamedTuple):
     alpha: jnp.ndarray      # ()       Power-EP power (1 for non-PEP methods)
     rho: jnp.ndarray        # ()       damping / step size
     aux: Any                # per-site method state (BFGS matrices), or ()
+    derivatives: Any = None  # (J (D,), H (D, D)) of E_q[log p(y_n|f)] at these
+                            # marginals, carried over from the energy pass of the step
+                            # that produced them (methods with ``reuses_energy_pass``)
 
 
 class LocalUpdate(NamedTuple):
@@ -42,6 +45,9 @@ class Method:
     init_aux: Callable[[int, int], Any] = lambda n, d: ()
     description: str = ""
     uses_covariance: bool = True      # False: local updates and energy need only m_n
+    reuses_energy_pass: bool = False  # True: J, H are the derivatives of the ELBO's
+                                      # expected log-likelihood at the current marginals,
+                                      # so the engine computes them in the energy pass
 
 
 def sym(A):

@@ -47,6 +47,11 @@ HEURISTIC_BASES = ("laplace", "vi", "pep", "pl2")
 #: Methods evaluated at the posterior mean only (their J, H and the Laplace energy never
 #: read C_nn), so the global update may skip the marginal variances.
 MEAN_ONLY = frozenset({"laplace", "laplace_gn", "laplace_qn", "laplace_riemann", "taylor"})
+#: Methods whose (J, H) are the derivatives of the ELBO's expected log-likelihood at the
+#: current marginals: the engine computes them with the ELBO of the previous step
+#: (their Riemannian and heuristic forms inherit this). Not 'ep_like', whose energy is
+#: the EP energy, so there is no ELBO pass to share.
+REUSES_ENERGY_PASS = frozenset({"vi"})
 
 _NONEXISTENT = {
     "pep_gn": "there is no Power-EP Gauss–Newton method: Bonnet's and Price's theorems do "
@@ -88,7 +93,7 @@ def build_method(name: str, likelihood, rule, *, base: str = "vi", qn_damping: f
         inner = build_method(base, likelihood, rule)
         return Method("heuristic", inner.energy, heuristic(inner.local), True,
                       inner.uses_alpha, inner.init_aux, f"heuristic {base}",
-                      inner.uses_covariance)
+                      inner.uses_covariance, inner.reuses_energy_pass)
     energy, psd, uses_alpha, description = SITE_METHODS[name]
     if not 0 < qn_damping < 1:
         raise ValueError(f"qn_damping ξ must lie in (0, 1), got {qn_damping}")
@@ -99,6 +104,8 @@ def build_method(name: str, likelihood, rule, *, base: str = "vi", qn_damping: f
     if name.endswith("_riemann"):
         inner = build_method(name[: -len("_riemann")], likelihood, rule)
         return Method(name, energy, riemannian(inner.local), psd, uses_alpha,
-                      inner.init_aux, description, name not in MEAN_ONLY)
+                      inner.init_aux, description, name not in MEAN_ONLY,
+                      inner.reuses_energy_pass)
     return Method(name, energy, _LOCALS[name](likelihood, rule), psd, uses_alpha,
-                  description=description, uses_covariance=name not in MEAN_ONLY)
+                  description=description, uses_covariance=name not in MEAN_ONLY,
+                  reuses_energy_pass=name in REUSES_ENERGY_PASS)

@@ -19,7 +19,7 @@ from .. import cubature
 from .base import LocalInput, LocalUpdate
 from .newton import gauss_newton_hessian
 
-__all__ = ["expected_log_lik", "vi_local", "vi_gn_local"]
+__all__ = ["expected_log_lik", "expected_log_lik_derivatives", "vi_local", "vi_gn_local"]
 
 
 def expected_log_lik(lik, rule, inp: LocalInput, mean, cov):
@@ -27,10 +27,29 @@ def expected_log_lik(lik, rule, inp: LocalInput, mean, cov):
     return lik.expected_log_prob(inp.lik_params, inp.y, mean, cov + inp.cond_var, rule)
 
 
+def expected_log_lik_derivatives(lik, rule, lik_params, y, mean, cov):
+    """(L̄, ∇_m L̄, ∇²_m L̄) of L̄(m) = E_{N(m, cov)}[log p(y|f)] from one pass over the
+    cubature nodes (forward-over-reverse; the value and gradient are the pass's aux)."""
+    E = lambda m: lik.expected_log_prob(lik_params, y, m, cov, rule)  # noqa: E731
+
+    def grad_and_value(m):
+        value, grad = jax.value_and_grad(E)(m)
+        return grad, (value, grad)
+
+    H, (value, J) = jax.jacfwd(grad_and_value, has_aux=True)(mean)
+    return value, J, H
+
+
 def vi_local(lik, rule):
+    """CVI's (J, H) = ∇L̄, ∇²L̄ at the current marginals. The engine hands them over
+    from the ELBO evaluation that produced these marginals (``inp.derivatives``): the
+    ELBO needs L̄ at the same (m, C), so one cubature pass serves both."""
     def local(inp: LocalInput):
-        E = lambda m: expected_log_lik(lik, rule, inp, m, inp.cov)
-        J, H = jax.grad(E)(inp.mean), jax.hessian(E)(inp.mean)
+        if inp.derivatives is None:
+            _, J, H = expected_log_lik_derivatives(lik, rule, inp.lik_params, inp.y,
+                                                   inp.mean, inp.cov + inp.cond_var)
+        else:
+            J, H = inp.derivatives
         return LocalUpdate(J, H, inp.mean, jnp.array(True)), inp.aux
     return local
 

@@ -32,12 +32,13 @@ import jax
 import jax.numpy as jnp
 
 from .methods.base import LocalInput, inv_small, logdet_small
-from .methods.power_ep import cavity, log_tilted_normaliser
+from .methods.power_ep import cavity, log_tilted_normaliser, tilted_derivatives
 from .methods.variational import expected_log_lik_derivatives
 from .sites import Marginals, Sites
 
 __all__ = ["laplace_energy", "variational_energy", "variational_energy_and_derivatives",
-           "power_ep_energy", "energy"]
+           "power_ep_energy", "power_ep_energy_and_derivatives", "energy",
+           "energy_and_derivatives"]
 
 
 def _site_inputs(lik_params, y, marg: Marginals, sites: Sites, alpha):
@@ -67,7 +68,8 @@ def variational_energy(lik, rule, lik_params, y, marg: Marginals, sites: Sites, 
     return jnp.sum(ell) - _kl(marg, sites)
 
 
-def variational_energy_and_derivatives(lik, rule, lik_params, y, marg: Marginals, sites: Sites):
+def variational_energy_and_derivatives(lik, rule, lik_params, y, marg: Marginals, sites: Sites,
+                                       alpha=1.0):
     """The ELBO and, from the same cubature pass, each site's (∇_m, ∇²_m) of
     E_q[log p(y_n|f_n)] — the next CVI step's (J, H)."""
     ell, J, H = jax.vmap(lambda yn, mn, Cn, cv: expected_log_lik_derivatives(
@@ -75,20 +77,38 @@ def variational_energy_and_derivatives(lik, rule, lik_params, y, marg: Marginals
     return jnp.sum(ell) - _kl(marg, sites), (J, H)
 
 
-def _pep_site_term(lik, rule, inp: LocalInput):
+def _pep_site_term(lik, rule, inp: LocalInput, with_derivatives=False):
+    """The site's PEP energy term; with ``with_derivatives`` also (g, h) of log Z at the
+    cavity mean, from the same cubature pass (the next PEP step's)."""
     Pc, Vc, mc, ok = cavity(inp.mean, inp.cov, inp.nat1, inp.prec, inp.alpha)
-    log_z = log_tilted_normaliser(lik, rule, inp, mc, Vc)
+    if with_derivatives:
+        log_z, g, h = tilted_derivatives(lik, rule, inp, mc, Vc)
+    else:
+        log_z = log_tilted_normaliser(lik, rule, inp, mc, Vc)
     Cinv = inv_small(inp.cov)
     log_t = 0.5 * (logdet_small(inp.cov) + logdet_small(Pc)
                    + inp.mean @ Cinv @ inp.mean - mc @ Pc @ mc)
-    return jnp.where(ok, (log_z - log_t) / inp.alpha, jnp.nan)
+    term = jnp.where(ok, (log_z - log_t) / inp.alpha, jnp.nan)
+    return (term, (g, h)) if with_derivatives else term
+
+
+def _pep_terms(lik, rule, lik_params, y, marg, sites, alpha, with_derivatives):
+    inp = _site_inputs(lik_params, y, marg, sites, alpha)
+    axes = LocalInput(None, 0, 0, 0, 0, 0, 0, None, None, None)
+    return jax.vmap(lambda i: _pep_site_term(lik, rule, i, with_derivatives), in_axes=(axes,))(inp)
 
 
 def power_ep_energy(lik, rule, lik_params, y, marg: Marginals, sites: Sites, alpha=1.0):
-    inp = _site_inputs(lik_params, y, marg, sites, alpha)
-    axes = LocalInput(None, 0, 0, 0, 0, 0, 0, None, None, None)
-    terms = jax.vmap(lambda i: _pep_site_term(lik, rule, i), in_axes=(axes,))(inp)
+    terms = _pep_terms(lik, rule, lik_params, y, marg, sites, alpha, False)
     return marg.log_norm + jnp.sum(terms)
+
+
+def power_ep_energy_and_derivatives(lik, rule, lik_params, y, marg: Marginals, sites: Sites,
+                                    alpha=1.0):
+    """The PEP energy and each site's (∇, ∇²) of log Z at its cavity mean — the next
+    PEP step's (g, h) — from the same cubature pass."""
+    terms, derivatives = _pep_terms(lik, rule, lik_params, y, marg, sites, alpha, True)
+    return marg.log_norm + jnp.sum(terms), derivatives
 
 
 ENERGIES = {"laplace": laplace_energy, "vfe": variational_energy, "pep": power_ep_energy}
@@ -99,3 +119,14 @@ def energy(kind, lik, rule, lik_params, y, marg, sites, alpha):
     if kind == "ep":
         return power_ep_energy(lik, rule, lik_params, y, marg, sites, 1.0)
     return ENERGIES[kind](lik, rule, lik_params, y, marg, sites, alpha)
+
+
+_WITH_DERIVATIVES = {"vfe": variational_energy_and_derivatives,
+                     "pep": power_ep_energy_and_derivatives}
+
+
+def energy_and_derivatives(kind, lik, rule, lik_params, y, marg, sites, alpha):
+    """(energy, per-site derivatives) for the methods that reuse the energy's cubature
+    pass in their next local update (``Method.reuses_energy_pass``): CVI's (J, H) with
+    the ELBO, Power EP's (g, h) with the PEP energy."""
+    return _WITH_DERIVATIVES[kind](lik, rule, lik_params, y, marg, sites, alpha)

@@ -5,10 +5,11 @@ One iteration (Wilkinson et al. 2023, Alg. 1–3):
   2. the damped site update of eq. (9) (sites whose update is not valid — a non-PD
      cavity — keep their value);
   3. the model's global update gives the new marginals and log_norm;
-  4. the method's energy is evaluated at the new state. For CVI (and its Riemannian and
-     heuristic forms) the ELBO's cubature pass also gives the next step's (J, H) —
-     the derivatives of the same E_q[log p(y_n|f_n)] at the same marginals — which the
-     state carries (``State.derivatives``), so a VI step makes one pass, not two.
+  4. the method's energy is evaluated at the new state. For CVI and Power EP (and their
+     Riemannian and heuristic forms) the energy's cubature pass also gives the next
+     step's derivatives — of the same E_q[log p(y_n|f_n)] (the ELBO's) or log Z at the
+     same cavity (the PEP energy's) — which the state carries (``State.derivatives``),
+     so a step makes one cubature pass, not two.
 If the new posterior is not positive definite the step is *rejected*: the state stays
 at the last PSD iterate, the iteration is recorded with ``posterior_psd = False`` and
 the run stops as diverged (the paper reports such methods at their "last stable step").
@@ -33,7 +34,7 @@ import jax.numpy as jnp
 from . import cubature
 from .compiled import CompiledCache
 from .energies import energy as compute_energy
-from .energies import variational_energy_and_derivatives
+from .energies import energy_and_derivatives
 from .methods.base import LocalInput, inv_small
 from .methods.registry import NONNEGATIVE_SITES_IF_LOG_CONCAVE, build_method
 from .models import structure_module
@@ -133,11 +134,11 @@ class Engine:
 
     def _energy(self, params, y, marg, sites, settings):
         """(energy, derivatives for the next local update, or ())."""
+        args = (self.method.energy, self.lik, self.rule, params["likelihood"], y, marg, sites,
+                self._alpha(settings))
         if self.method.reuses_energy_pass:
-            return variational_energy_and_derivatives(self.lik, self.rule, params["likelihood"],
-                                                      y, marg, sites)
-        return compute_energy(self.method.energy, self.lik, self.rule, params["likelihood"],
-                              y, marg, sites, self._alpha(settings)), ()
+            return energy_and_derivatives(*args)
+        return compute_energy(*args), ()
 
     def init_pure(self, params, X, y, settings, sites=None) -> State:
         prior = self.structure.prepare(self.model, params, X)

@@ -4,9 +4,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple
 
+import jax
 import jax.numpy as jnp
 
-__all__ = ["LocalInput", "LocalUpdate", "Method", "sym", "inv_small", "solve_small", "logdet_small"]
+__all__ = ["LocalInput", "LocalUpdate", "Method", "sym", "inv_small", "solve_small", "logdet_small",
+           "value_grad_hessian"]
 
 
 class LocalInput(NamedTuple):
@@ -22,9 +24,9 @@ class LocalInput(NamedTuple):
     alpha: jnp.ndarray      # ()       Power-EP power (1 for non-PEP methods)
     rho: jnp.ndarray        # ()       damping / step size
     aux: Any                # per-site method state (BFGS matrices), or ()
-    derivatives: Any = None  # (J (D,), H (D, D)) of E_q[log p(y_n|f)] at these
-                            # marginals, carried over from the energy pass of the step
-                            # that produced them (methods with ``reuses_energy_pass``)
+    derivatives: Any = None  # (gradient (D,), Hessian (D, D)) of the method's per-site
+                            # target at these marginals, carried over from the energy
+                            # pass that produced them (``Method.reuses_energy_pass``)
 
 
 class LocalUpdate(NamedTuple):
@@ -45,9 +47,10 @@ class Method:
     init_aux: Callable[[int, int], Any] = lambda n, d: ()
     description: str = ""
     uses_covariance: bool = True      # False: local updates and energy need only m_n
-    reuses_energy_pass: bool = False  # True: J, H are the derivatives of the ELBO's
-                                      # expected log-likelihood at the current marginals,
-                                      # so the engine computes them in the energy pass
+    reuses_energy_pass: bool = False  # True: the local update differentiates the same
+                                      # per-site quantity the energy evaluates (E_q[log p]
+                                      # for VI, log E_cavity[p^α] for PEP), so the engine
+                                      # computes the derivatives in the energy pass
 
 
 def sym(A):
@@ -77,3 +80,14 @@ def logdet_small(A):
     if A.shape[-1] == 1:
         return jnp.log(jnp.abs(A[0, 0]))
     return jnp.linalg.slogdet(A)[1]
+
+
+def value_grad_hessian(fn, x):
+    """(f(x), ∇f(x), ∇²f(x)) in one pass (forward-over-reverse; the value and gradient
+    come out as the pass's aux)."""
+    def grad_and_value(z):
+        value, grad = jax.value_and_grad(fn)(z)
+        return grad, (value, grad)
+
+    hess, (value, grad) = jax.jacfwd(grad_and_value, has_aux=True)(x)
+    return value, grad, hess

@@ -16,13 +16,13 @@ value and the iteration is flagged (notes/bayes-newton.md §8 item 3).
 """
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 
 from ..sites import min_eigenvalue
-from .base import LocalInput, LocalUpdate, inv_small, solve_small, sym
+from .base import LocalInput, LocalUpdate, inv_small, solve_small, sym, value_grad_hessian
 
-__all__ = ["cavity", "log_tilted_normaliser", "pep_local", "pep_from_derivatives"]
+__all__ = ["cavity", "log_tilted_normaliser", "tilted_derivatives", "pep_local",
+           "pep_from_derivatives"]
 
 
 def cavity(mean, cov, nat1, prec, alpha):
@@ -46,6 +46,11 @@ def log_tilted_normaliser(lik, rule, inp: LocalInput, mc, Vc):
     return lik.log_expected_power(inp.lik_params, inp.y, mc, Vc + inp.cond_var, inp.alpha, rule)
 
 
+def tilted_derivatives(lik, rule, inp: LocalInput, mc, Vc):
+    """(log Z, g, h) at the cavity mean from one pass over the cubature nodes."""
+    return value_grad_hessian(lambda m: log_tilted_normaliser(lik, rule, inp, m, Vc), mc)
+
+
 def pep_from_derivatives(g, h, Pc, alpha):
     X = h + Pc
     hXinv = solve_small(X, h).T               # h X⁻¹ (X, h symmetric)
@@ -55,10 +60,15 @@ def pep_from_derivatives(g, h, Pc, alpha):
 
 
 def pep_local(lik, rule):
+    """(g, h) come from the PEP energy of the step that produced these marginals when
+    the engine hands them over (``inp.derivatives``): that energy evaluates log Z at the
+    same cavity, so one cubature pass serves both."""
     def local(inp: LocalInput):
         Pc, Vc, mc, ok = cavity(inp.mean, inp.cov, inp.nat1, inp.prec, inp.alpha)
-        logZ = lambda m: log_tilted_normaliser(lik, rule, inp, m, Vc)
-        g, h = jax.grad(logZ)(mc), jax.hessian(logZ)(mc)
+        if inp.derivatives is None:
+            _, g, h = tilted_derivatives(lik, rule, inp, mc, Vc)
+        else:
+            g, h = inp.derivatives
         J, H = pep_from_derivatives(g, h, Pc, inp.alpha)
         ok = ok & jnp.all(jnp.isfinite(J)) & jnp.all(jnp.isfinite(H))
         return LocalUpdate(J, H, mc, ok), inp.aux

@@ -47,11 +47,12 @@ HEURISTIC_BASES = ("laplace", "vi", "pep", "pl2")
 #: Methods evaluated at the posterior mean only (their J, H and the Laplace energy never
 #: read C_nn), so the global update may skip the marginal variances.
 MEAN_ONLY = frozenset({"laplace", "laplace_gn", "laplace_qn", "laplace_riemann", "taylor"})
-#: Methods whose (J, H) are the derivatives of the ELBO's expected log-likelihood at the
-#: current marginals: the engine computes them with the ELBO of the previous step
-#: (their Riemannian and heuristic forms inherit this). Not 'ep_like', whose energy is
-#: the EP energy, so there is no ELBO pass to share.
-REUSES_ENERGY_PASS = frozenset({"vi"})
+#: Methods whose local update differentiates what their energy evaluates at the same
+#: state — E_q[log p(y_n|f_n)] (VI, the ELBO) or log E_cavity[p^α] (PEP and EP, the PEP
+#: energy): the engine takes the derivatives from the energy pass of the previous step
+#: (their Riemannian and heuristic forms inherit this). Not 'ep_like' (VI sites, EP
+#: energy) nor PL (its energy is EP's, its update SLR), which have no pass to share.
+REUSES_ENERGY_PASS = frozenset({"vi", "ep", "pep"})
 
 _NONEXISTENT = {
     "pep_gn": "there is no Power-EP Gauss–Newton method: Bonnet's and Price's theorems do "

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import cubature
-from .base import LocalInput, LocalUpdate
+from .base import LocalInput, LocalUpdate, value_grad_hessian
 from .newton import gauss_newton_hessian
 
 __all__ = ["expected_log_lik", "expected_log_lik_derivatives", "vi_local", "vi_gn_local"]
@@ -29,15 +29,8 @@ def expected_log_lik(lik, rule, inp: LocalInput, mean, cov):
 
 def expected_log_lik_derivatives(lik, rule, lik_params, y, mean, cov):
     """(L̄, ∇_m L̄, ∇²_m L̄) of L̄(m) = E_{N(m, cov)}[log p(y|f)] from one pass over the
-    cubature nodes (forward-over-reverse; the value and gradient are the pass's aux)."""
-    E = lambda m: lik.expected_log_prob(lik_params, y, m, cov, rule)  # noqa: E731
-
-    def grad_and_value(m):
-        value, grad = jax.value_and_grad(E)(m)
-        return grad, (value, grad)
-
-    H, (value, J) = jax.jacfwd(grad_and_value, has_aux=True)(mean)
-    return value, J, H
+    cubature nodes."""
+    return value_grad_hessian(lambda m: lik.expected_log_prob(lik_params, y, m, cov, rule), mean)
 
 
 def vi_local(lik, rule):

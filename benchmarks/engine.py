@@ -1,7 +1,7 @@
 """Engine speed: jitted time per iteration of every site method on a full GP, as a
 ratio to one n×n Cholesky factorisation measured in the same process (issue 2).
 
-Run:  python benchmarks/engine.py [--sizes 200 500 1000] [--repeats 15]
+Run:  python benchmarks/engine.py [--sizes 200 500 1000] [--repeats 50]
 Target: every site method ≤ 3× the Cholesky floor.
 """
 from __future__ import annotations

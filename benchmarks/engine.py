@@ -1,7 +1,7 @@
 """Engine speed: jitted time per iteration of every site method on a full GP, as a
 ratio to one n×n Cholesky factorisation measured in the same process (issue 2).
 
-Run:  python benchmarks/engine.py [--sizes 200 500 1000] [--repeats 50]
+Run:  python benchmarks/engine.py [--sizes 200 500 1000] [--repeats 50] [--methods pl2 vi ...]
 Target: every site method ≤ 3× the Cholesky floor.
 """
 from __future__ import annotations
@@ -62,6 +62,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", type=int, nargs="+", default=[200, 500, 1000])
     parser.add_argument("--repeats", type=int, default=50)
+    parser.add_argument("--methods", nargs="+", default=list(SITE_METHODS),
+                        choices=list(SITE_METHODS), metavar="METHOD")
     args = parser.parse_args()
     lik = lambda: bnlab.likelihoods.Bernoulli("probit")  # noqa: E731
     chols = {n: cholesky_call(n) for n in args.sizes}
@@ -69,7 +71,7 @@ def main():
           f"Cholesky of the same size (min of {args.repeats}, measured alternately)")
     print(f"{'method':16s}" + "".join(f"{'n=' + str(n):>10s}" for n in args.sizes))
     floors = {n: [] for n in args.sizes}
-    for method in SITE_METHODS:
+    for method in args.methods:
         row = []
         for n in args.sizes:
             r, floor = ratio(step_call(method, n, lik), chols[n], args.repeats)

@@ -1,13 +1,15 @@
-"""The full-GP marginal variances against a dense numpy inverse of K⁻¹ + Λ̄, on both
-paths of ``_variances_sqrt``: the short form (1 − [B⁻¹]_nn)/λ_n and the solve it falls
-back to when some λ_n is zero (as at initialisation) or too small for the short form."""
+"""The full-GP marginals against a dense numpy (K⁻¹ + Λ̄)⁻¹ = K(I + Λ̄K)⁻¹: both paths of
+``_variances_sqrt`` (the short form (1 − [B⁻¹]_nn)/λ_n and the solve it falls back to
+when some λ_n is zero, as at initialisation, or too small for the short form), and the
+prior-Cholesky form for site precisions of either sign and 2×2 site blocks; the
+triangular-aware products of ``dense_linalg`` against dense numpy products."""
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import bnlab
 from bnlab.models import full
-from bnlab.models.dense_linalg import lower_triangular_inverse
+from bnlab.models.dense_linalg import lower_gram, lower_product, lower_triangular_inverse
 from bnlab.sites import Sites
 
 
@@ -18,6 +20,69 @@ def test_recursive_triangular_inverse_is_the_inverse():
     inv = np.asarray(lower_triangular_inverse(jnp.asarray(L)))
     np.testing.assert_allclose(inv, np.linalg.inv(L), rtol=0, atol=1e-12)
     assert np.all(np.triu(inv, 1) == 0)
+
+
+@pytest.mark.parametrize("n, block", [(301, 1), (300, 2), (129, 1)])
+def test_triangular_products_equal_the_dense_products(n, block):
+    rng = np.random.default_rng(n)
+    A, L = np.tril(rng.standard_normal((n, n))), np.tril(rng.standard_normal((n, n)))
+    product = np.asarray(lower_product(jnp.asarray(A), jnp.asarray(L)))
+    np.testing.assert_allclose(product, A @ L, rtol=0, atol=1e-12)
+    assert np.all(np.triu(product, 1) == 0)
+    blocks = rng.standard_normal((n // block, block, block))
+    Lam = np.zeros((n, n))
+    for i, b in enumerate(blocks + blocks.transpose(0, 2, 1)):
+        Lam[i * block:(i + 1) * block, i * block:(i + 1) * block] = b
+    gram = np.asarray(lower_gram(jnp.asarray(L), jnp.asarray(Lam @ L), block))
+    np.testing.assert_allclose(gram, L.T @ Lam @ L, rtol=0, atol=1e-11)
+
+
+def _dense_posterior(K, Lam):
+    """(K⁻¹ + Λ̄)⁻¹ = K(I + Λ̄K)⁻¹: no K⁻¹, valid for any sign of Λ̄."""
+    return np.linalg.solve((np.eye(len(K)) + Lam @ K).T, K.T).T
+
+
+def test_prior_cholesky_form_for_site_precisions_of_either_sign():
+    rng = np.random.default_rng(2)
+    n = 300
+    X = np.sort(rng.uniform(-5, 5, n))[:, None]
+    model = bnlab.GP(bnlab.kernels.Matern52(1.5, 2.0), bnlab.likelihoods.Bernoulli("probit"))
+    prior = full.prepare(model, model.init_params(), jnp.asarray(X))
+    lam = rng.uniform(0.05, 2.0, n)
+    lam[::9] = -0.03                      # the posterior stays PD, the W½ form cannot be used
+    nu = rng.standard_normal(n)
+    marg = full.marginals(prior, Sites(jnp.asarray(nu[:, None]), jnp.asarray(lam[:, None, None])))
+    Lk = np.asarray(prior.chol_K)         # the form's prior: K plus its 1e-9 relative jitter
+    K = Lk @ Lk.T
+    C = _dense_posterior(K, np.diag(lam))
+    assert bool(marg.psd)
+    np.testing.assert_allclose(np.asarray(marg.cov[:, 0, 0]), np.diag(C), rtol=1e-9)
+    np.testing.assert_allclose(np.asarray(marg.mean[:, 0]), C @ nu, rtol=1e-8, atol=1e-10)
+    sign, logdet = np.linalg.slogdet(np.eye(n) + K @ np.diag(lam))
+    assert float(marg.log_norm) == pytest.approx(0.5 * nu @ C @ nu - 0.5 * logdet, rel=1e-10)
+    lam[::9] = -50.0                      # K⁻¹ + Λ̄ indefinite: flagged, not a crash
+    bad = full.marginals(prior, Sites(jnp.asarray(nu[:, None]), jnp.asarray(lam[:, None, None])))
+    assert not bool(bad.psd)
+
+
+def test_prior_cholesky_form_with_two_latents():
+    rng = np.random.default_rng(3)
+    N, D = 150, 2
+    A = rng.standard_normal((N * D, N * D))
+    K = A @ A.T / (N * D) + 0.5 * np.eye(N * D)
+    prior = full.FullPrior(jnp.asarray(K), jnp.linalg.cholesky(jnp.asarray(K)), D)
+    G = rng.standard_normal((N, D, D))
+    prec = np.einsum("nab,ncb->nac", G, G) * 0.3 - 0.05 * np.eye(D)   # some negative
+    nu = rng.standard_normal((N, D))
+    marg = full.marginals(prior, Sites(jnp.asarray(nu), jnp.asarray(prec)))
+    Lam = np.zeros((N * D, N * D))
+    for i in range(N):
+        Lam[i * D:(i + 1) * D, i * D:(i + 1) * D] = prec[i]
+    C = _dense_posterior(K, Lam)
+    blocks = np.stack([C[i * D:(i + 1) * D, i * D:(i + 1) * D] for i in range(N)])
+    np.testing.assert_allclose(np.asarray(marg.cov), blocks, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(marg.mean).reshape(-1), C @ nu.reshape(-1),
+                               rtol=1e-8, atol=1e-10)
 
 
 @pytest.mark.parametrize("smallest_site", [1.0, 1e-9, 0.0])

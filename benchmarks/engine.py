@@ -1,6 +1,17 @@
 """Engine speed: jitted time per iteration of every site method on a full GP, as a
 ratio to one n×n Cholesky factorisation measured in the same process (issue 2).
 
+Two columns per size:
+- ``step``: one call of the jitted ``Engine.step`` against one call of a jitted
+  Cholesky (minimum of ``--repeats`` each, alternately). A call also pays the dispatch
+  of the state's ≈ 30 arrays and a copy of the prior's two N×N factors into its output
+  — at N = 200 a jitted *identity* on the state costs ≈ 0.5 Choleskys.
+- ``loop``: an iteration inside the compiled loop of ``Engine.run``, as a user's run
+  spends it: (T(k₀ + m) − T(k₀)) / m for runs of exactly k₀ and k₀ + m iterations
+  (tol = 0, started from the same sites), against (T'(k₀ + m) − T'(k₀)) / m for a
+  compiled loop of Choleskys. "div" where the method's run stops (a rejected step)
+  before k₀ + m iterations: pl2 on this problem (benchmarks/README.md).
+
 Run:  python benchmarks/engine.py [--sizes 200 500 1000] [--repeats 50] [--methods pl2 vi ...]
 Target: every site method ≤ 3× the Cholesky floor.
 """
@@ -32,7 +43,27 @@ def cholesky_call(n):
     return lambda: chol(A).block_until_ready()
 
 
-def step_call(method, n, likelihood):
+def cholesky_loop(n):
+    """``iterations ↦ seconds`` of a compiled loop of Choleskys of one n×n matrix. Each
+    factor feeds back into the matrix (+0·L₀₀, so nothing is loop-invariant)."""
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((n, n))
+    A = jnp.asarray(A @ A.T + n * np.eye(n))
+
+    @jax.jit
+    def loop(A, k):
+        def body(_, carry):
+            A, acc = carry
+            L = jnp.linalg.cholesky(A)
+            return A.at[0, 0].add(0.0 * L[0, 0]), acc + L[-1, -1]
+        return jax.lax.fori_loop(0, k, body, (A, jnp.asarray(0.0)))[1]
+
+    return lambda k: _once(lambda: loop(A, jnp.asarray(k)).block_until_ready())
+
+
+def _problem(method, n, likelihood):
+    """Engine, data and settings of the benchmark problem, and its state after three
+    steps from the flat initial sites."""
     rng = np.random.default_rng(1)
     X = jnp.asarray(np.sort(rng.uniform(-5, 5, n))[:, None])
     lik = likelihood()
@@ -45,7 +76,25 @@ def step_call(method, n, likelihood):
     state = engine.init(params, X, y, cfg)
     for _ in range(3):   # move away from the initial flat sites
         state, _ = engine.step(params, X, y, cfg, state)
+    return engine, params, X, y, cfg, state
+
+
+def step_call(method, n, likelihood):
+    engine, params, X, y, cfg, state = _problem(method, n, likelihood)
     return lambda: jax.block_until_ready(engine.step(params, X, y, cfg, state))
+
+
+def run_loop(method, n, likelihood):
+    """``iterations ↦ (seconds, iterations done)`` of ``Engine.run`` with tol = 0 from
+    the benchmark state's sites."""
+    engine, params, X, y, cfg, state = _problem(method, n, likelihood)
+    cfg = cfg._replace(tol=jnp.asarray(0.0))
+
+    def timed(k):
+        t0 = time.perf_counter()
+        out = jax.block_until_ready(engine.run(params, X, y, cfg, k, sites=state.sites))
+        return time.perf_counter() - t0, int(out[2])
+    return timed
 
 
 def ratio(step, chol, repeats):
@@ -58,6 +107,25 @@ def ratio(step, chol, repeats):
     return min(steps) / min(chols), min(chols)
 
 
+def loop_ratio(run, chol_loop, n, repeats):
+    """Per-iteration time inside the compiled loops, method / Cholesky (None: the run
+    stopped early)."""
+    k0, m = 2, (40 if n <= 300 else 10)
+    run(k0), run(k0 + m), chol_loop(k0), chol_loop(k0 + m)        # compile / warm up
+    runs = {k0: [], k0 + m: []}
+    chols = {k0: [], k0 + m: []}
+    for _ in range(repeats):
+        for k in (k0, k0 + m):
+            seconds, done = run(k)
+            if done < k:
+                return None
+            runs[k].append(seconds)
+            chols[k].append(chol_loop(k))
+    per_iteration = (min(runs[k0 + m]) - min(runs[k0])) / m
+    per_cholesky = (min(chols[k0 + m]) - min(chols[k0])) / m
+    return per_iteration / per_cholesky
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", type=int, nargs="+", default=[200, 500, 1000])
@@ -67,18 +135,23 @@ def main():
     args = parser.parse_args()
     lik = lambda: bnlab.likelihoods.Bernoulli("probit")  # noqa: E731
     chols = {n: cholesky_call(n) for n in args.sizes}
+    chol_loops = {n: cholesky_loop(n) for n in args.sizes}
+    loop_repeats = max(3, args.repeats // 7)
     print("Full GP, Bernoulli-probit, Gauss–Hermite 20: time per jitted iteration / one "
-          f"Cholesky of the same size (min of {args.repeats}, measured alternately)")
-    print(f"{'method':16s}" + "".join(f"{'n=' + str(n):>10s}" for n in args.sizes))
+          f"Cholesky of the same size; step: one call each (min of {args.repeats}, "
+          f"alternately); loop: inside compiled loops (min of {loop_repeats})")
+    print(f"{'':16s}" + "".join(f"{'n=' + str(n):>16s}" for n in args.sizes))
+    print(f"{'method':16s}" + f"{'step':>9s}{'loop':>7s}" * len(args.sizes))
     floors = {n: [] for n in args.sizes}
     for method in args.methods:
-        row = []
+        row = ""
         for n in args.sizes:
             r, floor = ratio(step_call(method, n, lik), chols[n], args.repeats)
-            row.append(r)
+            in_loop = loop_ratio(run_loop(method, n, lik), chol_loops[n], n, loop_repeats)
+            row += f"{r:9.2f}" + (f"{in_loop:7.2f}" if in_loop is not None else f"{'div':>7s}")
             floors[n].append(floor)
-        print(f"{method:16s}" + "".join(f"{r:10.2f}" for r in row), flush=True)
-    print(f"{'(cholesky ms)':16s}" + "".join(f"{1e3 * min(floors[n]):10.2f}" for n in args.sizes))
+        print(f"{method:16s}" + row, flush=True)
+    print(f"{'(cholesky ms)':16s}" + "".join(f"{1e3 * min(floors[n]):16.2f}" for n in args.sizes))
 
 
 if __name__ == "__main__":

@@ -253,7 +253,8 @@ class Subspace(Structure):
     sharpest data directions instead. Table 3 problem (D = 250, K = 13, N = 125):
     −0.955 per site against −1.057 for the paper's choice (2 data sets), −0.997 over
     the paper's 10 (banded: −1.063); equal at N = 1250. Both stay far above the
-    paper's printed −2.93 / −0.60 (see tests/test_gkl_paper.py)."""
+    paper's printed −2.93 / −0.60, which an entropy miscount explains (see
+    tests/test_gkl_paper.py)."""
 
     name = "subspace"
     outer_steps = 5

@@ -115,8 +115,8 @@ def _marginals_chol(prior: FullPrior, sites: Sites) -> Marginals:
     W = L_K U⁻ᵀ a product of two lower-triangular matrices, lower-triangular itself.
     Cholesky, triangular inverse and that product cost N³/3 + N³/3 + 2N³/3 flops, all
     but the Cholesky as dense products (``dense_linalg``), against the N³-flop solve
-    L_B⁻¹L_Kᵀ of the forward factorisation (at N = 1000 the form went from ≈ 7.2 to
-    ≈ 4 Choleskys, benchmarks/README.md)."""
+    L_B⁻¹L_Kᵀ and the dense 2N³-flop B of the forward form (pl2's step, which runs on
+    this form, went from 6.8–7.4 to 4.7–5.2 Choleskys at N = 1000, benchmarks/README.md)."""
     N, D = sites.nat1.shape
     B = _whitened_precision(prior, sites)
     L_rev = jnp.linalg.cholesky(B[::-1, ::-1])

@@ -13,7 +13,8 @@ the known zero blocks are never multiplied:
                               flops instead of a dense product's 2N³;
 ``lower_gram``                LᵀM for lower-triangular L and M = Λ̄L with block-diagonal
                               symmetric Λ̄, a symmetric matrix, in 2N³/3 flops.
-The recursion is unrolled at trace time; leaves of at most ``LEAF`` rows are dense.
+The recursion is unrolled at trace time. Leaves are dense; ``lower_triangular_inverse``
+stops at 32 rows up to N = 600, else at ``LEAF`` (``inverse_leaf``); the products at ``LEAF``.
 """
 from __future__ import annotations
 
@@ -28,14 +29,26 @@ def _split(n: int, block: int = 1) -> int:
     return max(block, (n // 2) // block * block)
 
 
-def lower_triangular_inverse(L):
+def inverse_leaf(n: int) -> int:
+    """Leaf size of ``lower_triangular_inverse`` for an N×N factor. Small leaves move
+    flops from XLA's triangular solve into products, which pays inside the compiled
+    loop of ``Engine.run``: an iteration there, in Choleskys (benchmarks/README.md),
+    VI 4.7 → 4.0 and EP 3.8 → 3.5 at N = 200 (means of six runs), VI 3.5 → 2.8 and
+    EP 3.3 → 2.9 at N = 500 (four runs; PEP 3.7 → 4.0 in two), with leaves of 32 rows
+    instead of 128; single step calls were unchanged within the noise. At N = 1000 leaves of 32 made a VI step call
+    slower (2.9 against 2.2–2.4), so large factors keep ``LEAF``."""
+    return 32 if n <= 600 else LEAF
+
+
+def lower_triangular_inverse(L, leaf: int | None = None):
     """L⁻¹ for a lower-triangular (N, N) L."""
     n = L.shape[0]
-    if n <= LEAF:
+    leaf = inverse_leaf(n) if leaf is None else leaf
+    if n <= leaf:
         return solve_triangular(L, jnp.eye(n, dtype=L.dtype), lower=True)
     h = _split(n)
-    A_inv = lower_triangular_inverse(L[:h, :h])
-    D_inv = lower_triangular_inverse(L[h:, h:])
+    A_inv = lower_triangular_inverse(L[:h, :h], leaf)
+    D_inv = lower_triangular_inverse(L[h:, h:], leaf)
     lower_left = -(D_inv @ (L[h:, :h] @ A_inv))
     return jnp.block([[A_inv, jnp.zeros((h, n - h), L.dtype)], [lower_left, D_inv]])
 

@@ -79,15 +79,15 @@ def _problem(method, n, likelihood):
     return engine, params, X, y, cfg, state
 
 
-def step_call(method, n, likelihood):
-    engine, params, X, y, cfg, state = _problem(method, n, likelihood)
+def step_call(problem):
+    engine, params, X, y, cfg, state = problem
     return lambda: jax.block_until_ready(engine.step(params, X, y, cfg, state))
 
 
-def run_loop(method, n, likelihood):
+def run_loop(problem):
     """``iterations ↦ (seconds, iterations done)`` of ``Engine.run`` with tol = 0 from
     the benchmark state's sites."""
-    engine, params, X, y, cfg, state = _problem(method, n, likelihood)
+    engine, params, X, y, cfg, state = problem
     cfg = cfg._replace(tol=jnp.asarray(0.0))
 
     def timed(k):
@@ -146,8 +146,9 @@ def main():
     for method in args.methods:
         row = ""
         for n in args.sizes:
-            r, floor = ratio(step_call(method, n, lik), chols[n], args.repeats)
-            in_loop = loop_ratio(run_loop(method, n, lik), chol_loops[n], n, loop_repeats)
+            problem = _problem(method, n, lik)
+            r, floor = ratio(step_call(problem), chols[n], args.repeats)
+            in_loop = loop_ratio(run_loop(problem), chol_loops[n], n, loop_repeats)
             row += f"{r:9.2f}" + (f"{in_loop:7.2f}" if in_loop is not None else f"{'div':>7s}")
             floors[n].append(floor)
         print(f"{method:16s}" + row, flush=True)

@@ -35,8 +35,9 @@ def inverse_leaf(n: int) -> int:
     loop of ``Engine.run``: an iteration there, in Choleskys (benchmarks/README.md),
     VI 4.7 → 4.0 and EP 3.8 → 3.5 at N = 200 (means of six runs), VI 3.5 → 2.8 and
     EP 3.3 → 2.9 at N = 500 (four runs; PEP 3.7 → 4.0 in two), with leaves of 32 rows
-    instead of 128; single step calls were unchanged within the noise. At N = 1000 leaves of 32 made a VI step call
-    slower (2.9 against 2.2–2.4), so large factors keep ``LEAF``."""
+    instead of 128; single step calls were unchanged within the noise. At N = 1000
+    leaves of 32 made a VI step call slower (2.9 against 2.2–2.4), so large factors
+    keep ``LEAF``."""
     return 32 if n <= 600 else LEAF
 
 

@@ -70,7 +70,7 @@ def variational_energy(lik, rule, lik_params, y, marg: Marginals, sites: Sites, 
 
 def variational_energy_and_derivatives(lik, rule, lik_params, y, marg: Marginals, sites: Sites,
                                        alpha=1.0):
-    """The ELBO and, from the same cubature pass, each site's (∇_m, ∇²_m) of
+    """The ELBO and, from the same cubature pass, each site's (∇_m, 2∇_C) of
     E_q[log p(y_n|f_n)] — the next CVI step's (J, H)."""
     ell, J, H = jax.vmap(lambda yn, mn, Cn, cv: expected_log_lik_derivatives(
         lik, rule, lik_params, yn, mn, Cn + cv))(y, marg.mean, marg.cov, marg.cond_var)

@@ -83,7 +83,7 @@ def test_worker_threads_change_nothing(problem):
 
 
 def test_vi_surface_is_vis_own_even_where_the_ep_like_energy_is_undefined():
-    """Student-t (not log-concave): at (ℓ, σ²) = (1, e^{4/3}) a VI iterate has a cavity
+    """Student-t (not log-concave): at (ℓ, σ²) = (1, e^{7/3}) a VI iterate has a cavity
     that is not PD, so ``infer(method="ep_like")`` stops there as diverged while VI
     converges. The VI surface must still be VI's fixed point (a shared VI / EP-like run
     would report the stopped iterate), and EP-like must equal its own ``infer``."""
@@ -92,7 +92,7 @@ def test_vi_surface_is_vis_own_even_where_the_ep_like_energy_is_undefined():
     y = np.sin(2 * X[:, 0]) + 0.1 * rng.standard_t(2, 40)
     y[::7] += 3
     model = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.StudentT(df=3.0, scale=0.2))
-    grid = {"lengthscale": [1.0], "variance": [np.exp(4 / 3), 0.5]}
+    grid = {"lengthscale": [1.0], "variance": [np.exp(7 / 3), 0.5]}
     kw = dict(damping=0.2, max_iters=500)
     s = bnlab.surface(model, X, y, methods=["vi", "ep_like"], grid=grid, **kw)
     for j, var in enumerate(grid["variance"]):

@@ -103,9 +103,13 @@ class InferenceResult:
 
 
 def infer(model, X, y, method="vi", *, alpha=1.0, damping=0.5, max_iters=200, tol=1e-8,
-          params=None, cubature=("gauss_hermite", 20), **options) -> InferenceResult:
+          backtracking=True, params=None, cubature=("gauss_hermite", 20),
+          **options) -> InferenceResult:
     """Run ``method`` on ``model`` to convergence.
 
+    ``backtracking``: for the methods that ascend the ELBO ('vi', 'vi_riemann',
+    'ep_like'), reject a step that lowers it and halve the next step (``bnlab.engine``);
+    False gives the fixed-step iteration (which can cycle). Other methods ignore it.
     ``params`` overrides the model's hyperparameters (a dict like
     ``model.init_params()``); ``cubature`` is (rule, order) for the expectations;
     ``options`` are method options (``base`` for 'heuristic', ``qn_damping`` ξ,
@@ -119,6 +123,7 @@ def infer(model, X, y, method="vi", *, alpha=1.0, damping=0.5, max_iters=200, to
         return infer_gkl(model, X, y, params=params, max_iters=max_iters, tol=tol,
                          cubature=cubature, **options)
     engine = get_engine(model, method, cubature, tuple(options.items()))
-    settings = Settings(jnp.asarray(float(alpha)), jnp.asarray(float(damping)), jnp.asarray(float(tol)))
+    settings = Settings(jnp.asarray(float(alpha)), jnp.asarray(float(damping)), jnp.asarray(float(tol)),
+                        jnp.asarray(bool(backtracking)))
     state, trace, n, converged, diverged = engine.run(params, X, y, settings, max_iters=int(max_iters))
     return InferenceResult(engine, params, X, y, state, trace, n, converged, diverged, method, settings)

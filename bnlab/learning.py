@@ -185,7 +185,8 @@ def joint(model, X, y, method="vi", *, params=None, learn=None, steps=300, learn
     params = model.init_params() if params is None else params
     names, to_free, from_free = learnable(model, params, learn)
     engine = get_engine(model, method, cubature)
-    settings = Settings(jnp.asarray(float(alpha)), jnp.asarray(float(damping)), jnp.asarray(float(tol)))
+    settings = Settings(jnp.asarray(float(alpha)), jnp.asarray(float(damping)), jnp.asarray(float(tol)),
+                        jnp.asarray(True))     # as ``bnlab.infer``: the step control on
     adam_step, optimizer = _compiled_adam_step(engine, model, params, names,
                                                float(learning_rate))
 

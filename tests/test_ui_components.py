@@ -124,6 +124,27 @@ def test_gkl_full_covariance_reaches_the_vi_optimum():
     np.testing.assert_allclose(r_g.energy[-1], r_vi.energy[-1], rtol=1e-4)
 
 
+def test_step_control_reaches_the_elbo_optimum_where_fixed_step_vi_cycles():
+    """σ² = 1000: CVI with a fixed ρ = 0.5 cycles below the ELBO's maximum (G-KL's
+    full-covariance optimum); the lab's default step control converges to it and the
+    status says how many steps it rejected. The control is disabled, with a reason,
+    for methods that do not ascend the ELBO."""
+    s = LabSettings(method="vi", lengthscale=0.3, variance=1e3)
+    p = build_problem(s)
+    ctrl = converge(p, "vi", s)
+    fixed = converge(p, "vi", LabSettings(method="vi", lengthscale=0.3, variance=1e3,
+                                          backtrack=False))
+    g = make_runner(p, LabSettings(method="gkl", lengthscale=0.3, variance=1e3))
+    g.step(1)
+    assert ctrl.converged and not fixed.converged
+    np.testing.assert_allclose(ctrl.energy[-1], g.energy[-1], atol=1e-5)
+    assert fixed.energy[-1] < g.energy[-1] - 0.5
+    st = ctrl.snapshot()["status"]
+    assert st["rejected"] >= 1 and st["step_size"] <= 0.25
+    assert "backtrack" in LabSettings(method="ep").reasons()
+    assert "backtrack" not in s.reasons()
+
+
 def test_pep_small_alpha_approaches_vi():
     """Power EP tends to VI as α → 0 (Bui et al. 2017; Wilkinson et al. 2023 §4.3)."""
     s = LabSettings(method="pep")

@@ -51,6 +51,11 @@ class Method:
                                       # per-site quantity the energy evaluates (E_q[log p]
                                       # for VI, log E_cavity[p^α] for PEP), so the engine
                                       # computes the derivatives in the energy pass
+    ascends: str | None = None        # the energy its iteration increases for small
+                                      # enough steps ("vfe": CVI is natural-gradient
+                                      # ascent of the ELBO), which the engine's step
+                                      # control (``Settings.backtrack``) watches; the
+                                      # energy pass of a method that reuses it is this one
 
 
 def sym(A):

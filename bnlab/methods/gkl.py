@@ -133,7 +133,8 @@ class GKLResult:
         energy = energy[np.isfinite(energy)]
         n = len(energy)
         nan, true = np.full(n, np.nan), np.ones(n, bool)
-        self.trace = Trace(energy, nan, nan.copy(), true, true.copy(), nan.copy(), nan.copy())
+        self.trace = Trace(energy, nan, nan.copy(), true, true.copy(), nan.copy(), nan.copy(),
+                           true.copy())
         self.n_iters = n
         self.log_marginal = float(solution.bound)
         self.converged = bool(solution.converged)

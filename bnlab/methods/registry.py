@@ -47,12 +47,21 @@ HEURISTIC_BASES = ("laplace", "vi", "pep", "pl2")
 #: Methods evaluated at the posterior mean only (their J, H and the Laplace energy never
 #: read C_nn), so the global update may skip the marginal variances.
 MEAN_ONLY = frozenset({"laplace", "laplace_gn", "laplace_qn", "laplace_riemann", "taylor"})
-#: Methods whose local update differentiates what their energy evaluates at the same
-#: state — E_q[log p(y_n|f_n)] (VI, the ELBO) or log E_cavity[p^α] (PEP and EP, the PEP
-#: energy): the engine takes the derivatives from the energy pass of the previous step
-#: (their Riemannian and heuristic forms inherit this). Not 'ep_like' (VI sites, EP
-#: energy) nor PL (its energy is EP's, its update SLR), which have no pass to share.
-REUSES_ENERGY_PASS = frozenset({"vi", "ep", "pep"})
+#: Methods whose local update differentiates what an energy they evaluate at the same
+#: state differentiates — E_q[log p(y_n|f_n)] (VI and 'ep_like': the ELBO) or
+#: log E_cavity[p^α] (PEP and EP: the PEP energy): the engine takes the derivatives from
+#: the energy pass of the previous step (their Riemannian and heuristic forms inherit
+#: this). 'ep_like' reports the EP energy but evaluates the ELBO too, for its step
+#: control (``ASCENDS_ELBO``), and that pass gives its CVI derivatives. Not PL (its
+#: energy is EP's, its update SLR), which has no pass to share.
+REUSES_ENERGY_PASS = frozenset({"vi", "ep", "pep", "ep_like"})
+#: Methods whose iteration is natural-gradient ascent of the ELBO (CVI, Khan & Lin 2017;
+#: Wilkinson et al. 2023 eq. 15), so that a small enough step increases it: the engine
+#: may reject a step that lowers the ELBO and halve ρ (``Settings.backtrack``). The
+#: Riemannian form agrees with CVI to first order in ρ (eq. 58). Not the Gauss–Newton,
+#: quasi-Newton or heuristic forms: their H is not the ELBO's, so no step size is
+#: guaranteed to increase it.
+ASCENDS_ELBO = frozenset({"vi", "vi_riemann", "ep_like"})
 
 _NONEXISTENT = {
     "pep_gn": "there is no Power-EP Gauss–Newton method: Bonnet's and Price's theorems do "
@@ -106,7 +115,11 @@ def build_method(name: str, likelihood, rule, *, base: str = "vi", qn_damping: f
         inner = build_method(name[: -len("_riemann")], likelihood, rule)
         return Method(name, energy, riemannian(inner.local), psd, uses_alpha,
                       inner.init_aux, description, name not in MEAN_ONLY,
-                      inner.reuses_energy_pass)
+                      inner.reuses_energy_pass, _ascends(name))
     return Method(name, energy, _LOCALS[name](likelihood, rule), psd, uses_alpha,
                   description=description, uses_covariance=name not in MEAN_ONLY,
-                  reuses_energy_pass=name in REUSES_ENERGY_PASS)
+                  reuses_energy_pass=name in REUSES_ENERGY_PASS, ascends=_ascends(name))
+
+
+def _ascends(name):
+    return "vfe" if name in ASCENDS_ELBO else None

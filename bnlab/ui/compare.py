@@ -20,7 +20,7 @@ SITE_METHODS = [m for m in catalog.METHODS if m != "gkl"]
 def converge(problem, method, settings: LabSettings, alpha=None, max_iters=MAX_ITERS) -> Runner:
     """A Runner stepped until it converges, diverges or reaches ``max_iters``."""
     a = settings.effective_alpha() if alpha is None else alpha
-    r = Runner(problem, method, alpha=a, rho=settings.rho, tol=1e-6,
+    r = Runner(problem, method, alpha=a, rho=settings.rho, tol=1e-6, backtrack=settings.backtrack,
                cubature_order=settings.cubature_order,
                options=settings.method_options() if method == settings.method else ())
     while r.iteration < max_iters and not (r.converged or r.diverged):

@@ -32,7 +32,7 @@ _NUMBERS = {
 }
 SECTIONS = (("Data", ("dataset", "csv", "n", "likelihood", "lik_scale", "df")),
             ("Prior", ("kernel", "lengthscale", "variance", "period", "model", "num_inducing")),
-            ("Inference", ("method", "base", "alpha", "rho", "covariance", "band",
+            ("Inference", ("method", "base", "alpha", "rho", "backtrack", "covariance", "band",
                            "cubature_order")))
 
 
@@ -55,6 +55,9 @@ class Controls(pn.viewable.Viewer):
         for name, (label, cls) in _NUMBERS.items():
             self.widgets[name] = cls.from_param(settings.param[name], name=label,
                                                 sizing_mode="stretch_width")
+        self.widgets["backtrack"] = pn.widgets.Checkbox.from_param(
+            settings.param.backtrack, name="Step control: halve ρ when the ELBO falls",
+            sizing_mode="stretch_width")
         self.upload = pn.widgets.FileInput(accept=".csv,text/csv", sizing_mode="stretch_width",
                                            name="CSV file")
         self.upload.param.watch(self._on_upload, "value")

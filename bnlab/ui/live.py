@@ -252,6 +252,8 @@ class LiveView(pn.viewable.Viewer):
                  if st["diverged"] else
                  "<b class='bn-good'>converged</b>" if st["converged"] else
                  "running" if self.running else "paused")
+        control = (f" · {st['rejected']} step(s) lowered the ELBO and were rejected; "
+                   f"ρ is now <b>{st['step_size']:.3g}</b>" if st["rejected"] else "")
         self.status_pane.object = (f"Method <b>{self.settings.method}</b> · iteration "
                                    f"<b>{st['iteration']}</b> · energy <b>{st['energy']:.4f}</b>"
-                                   f" · {state}")
+                                   f" · {state}{control}")

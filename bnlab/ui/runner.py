@@ -36,7 +36,7 @@ class Runner:
     """A site-method run: ``reset()``, ``step(k)``, ``snapshot()`` (thread-safe)."""
 
     def __init__(self, problem: Problem, method: str, *, alpha=1.0, rho=0.5, tol=1e-8,
-                 cubature_order=20, options=()):
+                 backtrack=True, cubature_order=20, options=()):
         if method == "gkl":
             raise ValueError("G-KL has no site steps: use GKLRunner (make_runner does)")
         validate_settings(method, alpha, rho, 1, tol)
@@ -44,7 +44,7 @@ class Runner:
         self.engine = get_engine(problem.model, method, ("gauss_hermite", int(cubature_order)),
                                  tuple(options))
         self.settings = Settings(jnp.asarray(float(alpha)), jnp.asarray(float(rho)),
-                                 jnp.asarray(float(tol)))
+                                 jnp.asarray(float(tol)), jnp.asarray(bool(backtrack)))
         self._bands = band_function(self.engine)
         self._lock = threading.Lock()
         self.reset()
@@ -61,6 +61,7 @@ class Runner:
             self.energy = [float(self.state.energy)]
             self.posterior_psd, self.cavity_psd, self.max_change = [True], [True], [np.nan]
             self.diverged = self.converged = False
+            self.rejected, self.step_size = 0, float(self.state.step_size)  # step control
             self._cache = None
 
     def step(self, k: int = 1) -> int:
@@ -80,8 +81,10 @@ class Runner:
                 self.posterior_psd.append(bool(info.posterior_psd))
                 self.cavity_psd.append(bool(info.cavity_psd))
                 self.max_change.append(float(info.max_change))
-                self.diverged = not bool(info.accepted) or not np.isfinite(info.energy)
-                self.converged = bool(info.accepted) and float(info.max_change) < float(self.settings.tol)
+                self.rejected += int(not info.accepted and not info.diverged)
+                self.step_size = float(self.state.step_size)
+                self.diverged = bool(info.diverged)
+                self.converged = bool(info.converged)
             self._cache = None
         return taken
 
@@ -162,7 +165,8 @@ def _assemble(run, mean, cov, ey, vy, nat1, prec) -> dict:
                    "converged": run.converged, "diverged": run.diverged,
                    "last_step_psd": bool(run.posterior_psd[-1]),
                    "last_step_cavity_psd": bool(run.cavity_psd[-1]),
-                   "max_change": run.max_change[-1]},
+                   "max_change": run.max_change[-1], "rejected": run.rejected,
+                   "step_size": run.step_size},
     }
 
 
@@ -189,6 +193,7 @@ class GKLRunner:
             self.energy, self.posterior_psd, self.cavity_psd = [np.nan], [True], [True]
             self.max_change = [np.nan]
             self.diverged = self.converged = False
+            self.rejected, self.step_size = 0, np.nan    # no site steps, no step control
             self._cache = None
 
     def step(self, k: int = 1) -> int:
@@ -264,7 +269,7 @@ def make_runner(problem: Problem, settings):
         return GKLRunner(problem, covariance=cov, band=band, rank=rank,
                          cubature_order=settings.cubature_order)
     return Runner(problem, settings.method, alpha=settings.effective_alpha(), rho=settings.rho,
-                  cubature_order=settings.cubature_order, options=settings.method_options())
+                  backtrack=settings.backtrack, cubature_order=settings.cubature_order, options=settings.method_options())
 
 
 def ellipse_points(mean, cov, scale=2.0, n=120):

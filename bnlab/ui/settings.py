@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import param
 
+from ..methods.registry import ASCENDS_ELBO
 from . import catalog
 
 #: parameters written to / read from the page URL (a teacher's shareable link)
 URL_PARAMS = ("dataset", "n", "likelihood", "kernel", "lengthscale", "variance", "period",
               "lik_scale", "df", "model", "num_inducing", "method", "base", "alpha", "rho",
-              "covariance", "band", "cubature_order", "speed")
+              "backtrack", "covariance", "band", "cubature_order", "speed")
 
 
 class LabSettings(param.Parameterized):
@@ -34,6 +35,8 @@ class LabSettings(param.Parameterized):
     base = param.Selector(default="vi", objects=list(catalog.BASES))
     alpha = param.Number(default=0.5, bounds=(0.01, 1.0))
     rho = param.Number(default=0.5, bounds=(0.01, 1.0))
+    backtrack = param.Boolean(default=True, doc="reject a step that lowers the ELBO and "
+                              "halve ρ (the methods that ascend it: vi, vi_riemann, ep_like)")
     covariance = param.Selector(default="full", objects=list(catalog.gkl_covariances()))
     band = param.Integer(default=5, bounds=(1, 200))
     cubature_order = param.Integer(default=20, bounds=(2, 60))
@@ -70,6 +73,10 @@ class LabSettings(param.Parameterized):
             out["base"] = "only for the heuristic PSD fix"
         if self.method == "gkl":
             out["rho"] = "G-KL optimises (m, C) directly: there is no site damping"
+        if self.method not in ASCENDS_ELBO:
+            out["backtrack"] = ("only for the methods whose iteration ascends the ELBO "
+                                f"({', '.join(sorted(ASCENDS_ELBO))}); the others have no "
+                                "objective a shorter step is sure to increase")
         else:
             out["covariance"] = out["band"] = "covariance structure applies to G-KL only"
         if self.method == "gkl" and self.covariance not in ("banded", "chevron", "subspace",

@@ -189,7 +189,8 @@ class SurfacesView(pn.viewable.Viewer):
         try:
             ds = bnlab.surface(problem.model, problem.X, problem.y, methods=list(self.methods.value),
                                grid=grid, params=problem.params, alpha=s.effective_alpha(),
-                               damping=s.rho, cubature=("gauss_hermite", s.cubature_order),
+                               damping=s.rho, backtracking=s.backtrack,
+                               cubature=("gauss_hermite", s.cubature_order),
                                progress=lambda f: setattr(self.progress, "value", int(100 * f)),
                                cancel=self._cancel)
             self.trajectories = {}

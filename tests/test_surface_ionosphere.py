@@ -56,13 +56,16 @@ def test_ionosphere_surface_findings(surfaces):
     v, ok = surfaces
     # (i) LA ≈ VI, both unlike the EP-like surface
     assert np.mean(np.abs(v["laplace"] - v["vi"])) < 0.5 * np.mean(np.abs(v["ep_like"] - v["vi"]))
-    # (ii) EP and EP-like (VI sites, EP energy) agree where both converged: to 1e-3 per n
-    # at most points, to 0.02 everywhere (0.011 at log ℓ = −1, log σ = 2, where the
-    # posterior is least Gaussian; measured with EP's closed-form tilted moments)
+    # (ii) EP and EP-like (VI sites, EP energy) agree where both converged — every point
+    # since VI's step control and exact ELBO derivatives (before, VI stopped short at 12
+    # of the large-σ points even in 1000 steps, and the test saw only the rest): below
+    # 1e-3 per n for log σ² ≤ 2, growing with σ² to 0.031 at (log ℓ, log σ²) = (1, 10),
+    # where the posterior is least Gaussian. Accurate ("panels") expectations give the
+    # same gaps to 5e-4, so they are EP-like's, not the cubature's.
     both = ok["ep"] & ok["ep_like"]
-    assert both.sum() >= 20
-    gap = np.abs(v["ep"] - v["ep_like"])[both]
-    assert np.max(gap) < 0.02 and np.mean(gap < 1e-3) >= 0.8
+    assert both.sum() >= 45
+    gap = np.where(both, np.abs(v["ep"] - v["ep_like"]), np.nan)
+    assert np.nanmax(gap[:, :3]) < 1e-3 and np.nanmax(gap) < 0.035
     # the EP-like estimate is above the ELBO where VI converged, and peaks higher
     assert np.all(v["ep_like"][ok["vi"]] >= v["vi"][ok["vi"]] - 1e-6)
     # (iv) the optimum region lies within the paper's colour band

@@ -17,7 +17,7 @@ the ELBO is rejected — the state stays, the trace records it with ``accepted =
 the fixed point a step fails because the damped map is unstable there (an eigenvalue
 below −1, a period-doubling), which persists; letting it double again after every
 accepted step made CVI alternate between the two forever (measured: 472 rejections in
-1000 iterations, no convergence, at a probit point of prior variance e^6.2). With a
+1000 iterations, no convergence, at a probit point of prior variance e^7.6). With a
 fixed ρ, CVI can settle into a two-cycle (a large prior variance with ρ = 0.5 does),
 whose last iterate is neither converged nor the ELBO's optimum; with the control it
 is an ascent method and converges. Convergence is judged on the change an undamped step would make: the

@@ -216,7 +216,8 @@ _ENERGY_OF = {"vi": "vfe", "ep_like": "ep"}
 
 def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, *,
             X_test=None, y_test=None, params=None, alpha=1.0, damping=0.5, max_iters=200,
-            tol=1e-8, backtracking=True, cubature=("gauss_hermite", 20), warm_start=True, chunk_size=None,
+            tol=1e-8, backtracking=True, cubature=("gauss_hermite", 20), warm_start=True,
+            chunk_size=None,
             workers=None, progress: Callable[[float], None] | None = None, cancel=None,
             method_options=None, mcmc_options=None) -> xr.Dataset:
     """Evaluate each method's approximate log marginal likelihood on a 2-D grid.
@@ -296,7 +297,8 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
         solve = _solver(engine, extra, names, int(max_iters[run]), with_test, run != "ep")
         a = 1.0 if run == "ep" else float(alpha)
         const = (base, X, y, jnp.asarray(a), jnp.asarray(float(damping[run])), jnp.asarray(float(tol)),
-                 jnp.asarray(bool(backtracking)), jnp.asarray(int(max_iters[run])), X_test if with_test else jnp.zeros((1, X.shape[1])),
+                 jnp.asarray(bool(backtracking)), jnp.asarray(int(max_iters[run])),
+                 X_test if with_test else jnp.zeros((1, X.shape[1])),
                  y_test if with_test else jnp.zeros(1))
         site_runs.append(_SiteRun(solve, const, run, members, thetas, N, D))
     if site_runs:

@@ -57,7 +57,7 @@ def test_ionosphere_surface_findings(surfaces):
     # (i) LA ≈ VI, both unlike the EP-like surface
     assert np.mean(np.abs(v["laplace"] - v["vi"])) < 0.5 * np.mean(np.abs(v["ep_like"] - v["vi"]))
     # (ii) EP and EP-like (VI sites, EP energy) agree where both converged — every point
-    # since VI's step control and exact ELBO derivatives (before, VI stopped short at 12
+    # since VI's step control and exact ELBO derivatives (before, VI stopped short at 15
     # of the large-σ points even in 1000 steps, and the test saw only the rest): below
     # 1e-3 per n for log σ² ≤ 2, growing with σ² to 0.031 at (log ℓ, log σ²) = (1, 10),
     # where the posterior is least Gaussian. Accurate ("panels") expectations give the

@@ -141,8 +141,10 @@ def test_step_control_reaches_the_elbo_optimum_where_fixed_step_vi_cycles():
     assert fixed.energy[-1] < g.energy[-1] - 0.5
     st = ctrl.snapshot()["status"]
     assert st["rejected"] >= 1 and st["step_size"] <= 0.25
-    assert "backtrack" in LabSettings(method="ep").reasons()
-    assert "backtrack" not in s.reasons()
+    ep = LabSettings(method="ep").reasons()
+    assert "backtrack" in ep and "covariance" in ep and "band" in ep
+    assert "backtrack" not in s.reasons() and "covariance" in s.reasons()
+    assert "backtrack" in LabSettings(method="gkl").reasons()
 
 
 def test_pep_small_alpha_approaches_vi():

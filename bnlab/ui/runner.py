@@ -269,7 +269,8 @@ def make_runner(problem: Problem, settings):
         return GKLRunner(problem, covariance=cov, band=band, rank=rank,
                          cubature_order=settings.cubature_order)
     return Runner(problem, settings.method, alpha=settings.effective_alpha(), rho=settings.rho,
-                  backtrack=settings.backtrack, cubature_order=settings.cubature_order, options=settings.method_options())
+                  backtrack=settings.backtrack, cubature_order=settings.cubature_order,
+                  options=settings.method_options())
 
 
 def ellipse_points(mean, cov, scale=2.0, n=120):

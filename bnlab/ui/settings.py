@@ -73,12 +73,12 @@ class LabSettings(param.Parameterized):
             out["base"] = "only for the heuristic PSD fix"
         if self.method == "gkl":
             out["rho"] = "G-KL optimises (m, C) directly: there is no site damping"
+        else:
+            out["covariance"] = out["band"] = "covariance structure applies to G-KL only"
         if self.method not in ASCENDS_ELBO:
             out["backtrack"] = ("only for the methods whose iteration ascends the ELBO "
                                 f"({', '.join(sorted(ASCENDS_ELBO))}); the others have no "
                                 "objective a shorter step is sure to increase")
-        else:
-            out["covariance"] = out["band"] = "covariance structure applies to G-KL only"
         if self.method == "gkl" and self.covariance not in ("banded", "chevron", "subspace",
                                                              "factor_analysis"):
             out["band"] = "only for banded (band B) / chevron, subspace, factor analysis (rank K)"

@@ -35,10 +35,14 @@ def _once(fn):
     return time.perf_counter() - t0
 
 
+def _spd(n):
+    """A well-conditioned n×n SPD matrix (the Cholesky floor's input)."""
+    A = np.random.default_rng(0).standard_normal((n, n))
+    return jnp.asarray(A @ A.T + n * np.eye(n))
+
+
 def cholesky_call(n):
-    rng = np.random.default_rng(0)
-    A = rng.standard_normal((n, n))
-    A = jnp.asarray(A @ A.T + n * np.eye(n))
+    A = _spd(n)
     chol = jax.jit(jnp.linalg.cholesky)
     return lambda: chol(A).block_until_ready()
 
@@ -46,9 +50,7 @@ def cholesky_call(n):
 def cholesky_loop(n):
     """``iterations ↦ seconds`` of a compiled loop of Choleskys of one n×n matrix. Each
     factor feeds back into the matrix (+0·L₀₀, so nothing is loop-invariant)."""
-    rng = np.random.default_rng(0)
-    A = rng.standard_normal((n, n))
-    A = jnp.asarray(A @ A.T + n * np.eye(n))
+    A = _spd(n)
 
     @jax.jit
     def loop(A, k):

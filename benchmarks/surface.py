@@ -3,7 +3,7 @@ vs scikit-learn's GaussianProcessClassifier.log_marginal_likelihood, and the AIS
 
     python benchmarks/surface.py [--loop-points 49] [--ais-points 2] [--overlay]
 
-Data: a synthetic probit set with n = 281 (the IONOSPHERE training size), d = 10.
+Data: ``bnlab.datasets.synthetic_probit``, n = 281 (the IONOSPHERE training size), d = 10.
 Grid: 21 × 21, log ℓ ∈ [−1, 5], log σ² ∈ [−2, 10] (Li et al. 2023, Fig. 2).
 The loop baseline (``bnlab.infer`` cold at every point) is timed on an evenly spread
 sub-grid and scaled to 441 points. OpenBLAS is limited to one thread: on a shared
@@ -19,19 +19,12 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 
 import bnlab  # noqa: E402
+from bnlab.datasets import synthetic_probit  # noqa: E402
 from bnlab.mcmc import ais_grid  # noqa: E402
 from bnlab.surfaces import point_params  # noqa: E402
 
 METHODS = ["laplace", "vi", "ep", "ep_like"]
 GRID = {"lengthscale": np.exp(np.linspace(-1, 5, 21)), "variance": np.exp(np.linspace(-2, 10, 21))}
-
-
-def synthetic(n=281, d=10, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, d))
-    f = np.sin(X[:, 0]) + 0.5 * X[:, 1] * X[:, 2] + 0.3 * X[:, 3]
-    y = np.where(rng.uniform(size=n) < 0.5 * (1 + np.tanh(1.5 * f)), 1.0, -1.0)
-    return X, y
 
 
 def timed(fn):
@@ -53,7 +46,7 @@ def main():
     ap.add_argument("--ais-points", type=int, default=2)
     ap.add_argument("--overlay", action="store_true", help="time a full 7 × 7 AIS overlay")
     args = ap.parse_args()
-    X, y = synthetic()
+    X, y = synthetic_probit()
     probit = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.Bernoulli("probit"))
     logit = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.Bernoulli("logit"))
     rows = []

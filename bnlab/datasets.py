@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["Dataset", "load", "from_csv", "SYNTHETIC", "train_test_split"]
+__all__ = ["Dataset", "load", "from_csv", "SYNTHETIC", "train_test_split", "synthetic_probit"]
 
 
 class Dataset(NamedTuple):
@@ -34,6 +34,17 @@ def train_test_split(X, y, test_fraction=0.25, seed=0):
 def _grid(n, lo, hi, seed):
     rng = np.random.default_rng(seed)
     return np.sort(rng.uniform(lo, hi, n))[:, None]
+
+
+def synthetic_probit(n=281, d=10, seed=0):
+    """(X, y): d standard-normal inputs, labels ±1 with P(y = 1) = ½(1 + tanh 1.5f),
+    f = sin x₁ + ½x₂x₃ + 0.3x₄. The surface benchmark's set (n = 281, the IONOSPHERE
+    training size; ``benchmarks/surface.py``) and the tests' small version of it."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d))
+    f = np.sin(X[:, 0]) + 0.5 * X[:, 1] * X[:, 2] + 0.3 * X[:, 3]
+    y = np.where(rng.uniform(size=n) < 0.5 * (1 + np.tanh(1.5 * f)), 1.0, -1.0)
+    return X, y
 
 
 def _classification_1d(n=100, seed=0):

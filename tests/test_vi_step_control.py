@@ -9,15 +9,6 @@ import pytest
 import bnlab
 
 
-def _probit_problem(n=40, d=10, seed=1):
-    """A probit set like ``benchmarks/surface.py``'s, small enough for a fast test."""
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, d))
-    f = np.sin(X[:, 0]) + 0.5 * X[:, 1] * X[:, 2] + 0.3 * X[:, 3]
-    y = np.where(rng.uniform(size=n) < 0.5 * (1 + np.tanh(1.5 * f)), 1.0, -1.0)
-    return X, y
-
-
 def _params(model, log_lengthscale, log_variance):
     p = model.init_params()
     p["kernel"][0]["lengthscale"] = np.asarray(np.exp(log_lengthscale))
@@ -28,7 +19,7 @@ def _params(model, log_lengthscale, log_variance):
 @pytest.fixture(scope="module")
 def problem():
     model = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.Bernoulli("probit"))
-    return (model, *_probit_problem())
+    return (model, *bnlab.datasets.synthetic_probit(n=40, seed=1))  # the surface benchmark's, small
 
 
 def _gkl(model, X, y, params):

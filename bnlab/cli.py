@@ -72,7 +72,8 @@ def _surface(args):
                              X_test=data.X_test if has_test else None,
                              y_test=data.y_test if has_test else None,
                              damping=args.damping, max_iters=args.max_iters,
-                             backtracking=not args.no_backtracking, progress=bar,
+                             backtracking=not args.no_backtracking,
+                             acceleration=not args.no_acceleration, progress=bar,
                              mcmc_options={"num_temps": args.temps, "num_chains": args.chains,
                                            "seed": args.seed})
     finally:
@@ -127,6 +128,8 @@ def build_parser():
     s.add_argument("--max-iters", type=int, default=200)
     s.add_argument("--no-backtracking", action="store_true",
                    help="fixed-step VI (no halving of ρ when the ELBO falls)")
+    s.add_argument("--no-acceleration", action="store_true",
+                   help="the plain damped site iteration (no Anderson mixing)")
     s.add_argument("--temps", type=int, default=1000, help="AIS temperatures")
     s.add_argument("--chains", type=int, default=16, help="AIS chains per grid point")
     s.add_argument("--seed", type=int, default=0)

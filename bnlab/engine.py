@@ -23,6 +23,13 @@ whose last iterate is neither converged nor the ELBO's optimum; with the control
 is an ascent method and converges. Convergence is judged on the change an undamped step would make: the
 max relative site change over ρ_k/ρ, so a reduced step is never mistaken for
 convergence. Off, ρ_k = ρ throughout and the iteration is the papers' fixed-step one.
+With ``Settings.accelerate`` as well, the proposal is the Anderson-mixed iterate of the
+last few accepted steps (``bnlab.anderson``) and the same ELBO test is its safeguard: a
+mixed step that lowers the ELBO or leaves the posterior not PD is rejected without
+halving ρ (it only clears the history; the next step is a plain one). The fixed point
+is the same; on the surface benchmark's probit grid (n = 281, 441 points) CVI then
+converges everywhere in 21 iterations on average, against 66 and 79 points unconverged
+after 200 without it.
 
 If the new posterior is not positive definite the step is *rejected*: the state stays
 at the last PSD iterate, the iteration is recorded with ``posterior_psd = False`` and
@@ -45,7 +52,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from . import cubature
+from . import anderson, cubature
 from .compiled import CompiledCache
 from .energies import energy as compute_energy
 from .energies import energy_and_derivatives
@@ -63,6 +70,7 @@ class Settings(NamedTuple):
     rho: Any     # damping ρ ∈ (0, 1]: the (largest) step
     tol: Any     # convergence: max relative site change of an undamped step < tol/ρ
     backtrack: Any = False   # step control for the methods that ascend the ELBO
+    accelerate: Any = False  # Anderson acceleration under the step control (``anderson``)
 
 
 #: Relative slack of the step control: a step is rejected only when the ELBO falls by
@@ -79,6 +87,7 @@ class State(NamedTuple):
     objective: jnp.ndarray  # the energy the method ascends (``Method.ascends``), or NaN
     step_size: jnp.ndarray  # ρ_k of the next proposal (ρ unless the step control cut it)
     derivatives: Any = ()   # the next local update's (J, H), or () (see step 4 above)
+    history: Any = ()       # ``anderson.History`` for the methods that ascend an energy
 
 
 class StepInfo(NamedTuple):
@@ -133,6 +142,7 @@ class Engine:
         self._marginals = self.structure.marginals
         nonnegative = (self.lik.log_concave and model.num_latents == 1
                        and method_name in NONNEGATIVE_SITES_IF_LOG_CONCAVE)
+        self.nonnegative_sites = nonnegative
         if nonnegative and hasattr(self.structure, "marginals_nonnegative"):
             self._marginals = self.structure.marginals_nonnegative
         # what each iteration needs: mean-only methods skip the marginal variances
@@ -180,7 +190,8 @@ class Engine:
         aux = self.method.init_aux(X.shape[0], self.model.num_latents)
         energy, objective, derivatives = self._energy(params, y, marg, sites, settings)
         step_size = jnp.asarray(settings.rho, float)
-        return State(prior, sites, marg, aux, energy, objective, step_size, derivatives)
+        history = () if self.method.ascends is None else anderson.empty(anderson.flatten(sites).size)
+        return State(prior, sites, marg, aux, energy, objective, step_size, derivatives, history)
 
     def propose_pure(self, params, X, y, settings, state: State):
         """The method's local updates and the damped site update (eq. 9), before the
@@ -205,11 +216,18 @@ class Engine:
     def step_pure(self, params, X, y, settings, state: State):
         """One iteration; a step whose posterior is not PD is rejected (state kept) and
         the run diverges; under the step control a step that lowers the ELBO is
-        rejected and the next one halved (module docstring)."""
+        rejected and the next one halved, and with ``accelerate`` the proposal is the
+        Anderson-mixed one (module docstring; a rejected mixed step only clears the
+        history)."""
         # the state's ρ_k under the step control (never above the settings' ρ), else ρ
         rho = jnp.where(settings.backtrack, jnp.minimum(state.step_size, settings.rho),
                         settings.rho)
-        new_sites, aux, _ = self.propose_pure(params, X, y, settings._replace(rho=rho), state)
+        plain, aux, _ = self.propose_pure(params, X, y, settings._replace(rho=rho), state)
+        new_sites, extrapolated, history = plain, jnp.asarray(False), state.history
+        if self.method.ascends is not None:
+            x = anderson.flatten(state.sites)
+            residual = anderson.flatten(plain) - x
+            new_sites, extrapolated = self._extrapolated(state, x, residual, plain, settings)
         new_marg = self._step_marginals(state.prior, new_sites)
         new_energy, new_objective, new_derivatives = self._energy(params, y, new_marg,
                                                                   new_sites, settings)
@@ -217,22 +235,28 @@ class Engine:
         # precisions, not the site means); −∞ energies are legitimate, NaN are not
         finite_sites = jnp.all(jnp.isfinite(new_sites.nat1)) & jnp.all(jnp.isfinite(new_sites.prec))
         finite = finite_sites & jnp.all(jnp.isfinite(new_marg.mean)) & ~jnp.isnan(new_energy)
-        diverged = ~(new_marg.psd & finite)
-        backtracked = jnp.asarray(False)
+        invalid = ~(new_marg.psd & finite)
+        diverged = invalid & ~extrapolated      # a failed extrapolation is only rejected
+        fell = jnp.asarray(False)
         if self.method.ascends is not None:
             slack = ASCENT_SLACK * (1 + jnp.abs(state.objective))
-            backtracked = settings.backtrack & ~diverged & (new_objective < state.objective - slack)
-        accepted = ~diverged & ~backtracked
+            fell = settings.backtrack & ~invalid & (new_objective < state.objective - slack)
+        accepted = ~invalid & ~fell
+        if self.method.ascends is not None:
+            history = jax.tree_util.tree_map(
+                lambda a, b: jnp.where(accepted, a, b),
+                anderson.push(state.history, x, residual), anderson.clear(state.history))
         # the prior passes through untouched (a select over it would copy the N×N
         # factors every step); only the parts a rejected step must restore are selected
         keep = lambda new, old: jax.tree_util.tree_map(  # noqa: E731
             lambda a, b: jnp.where(accepted, a, b), new, old)
-        next_rho = jnp.where(backtracked, 0.5 * rho, rho)
+        next_rho = jnp.where(fell & ~extrapolated, 0.5 * rho, rho)
         out = State(state.prior, keep(new_sites, state.sites), keep(new_marg, state.marginals),
                     keep(aux, state.aux), keep(new_energy, state.energy),
                     keep(new_objective, state.objective), next_rho,
-                    keep(new_derivatives, state.derivatives))
-        change = max_relative_change(state.sites, new_sites)
+                    keep(new_derivatives, state.derivatives), history)
+        # the plain step's change: the residual at the current state, whichever step is taken
+        change = max_relative_change(state.sites, plain)
         if self.mean_only:           # these methods have no cavity (nor was C computed)
             cavity_ok, min_cavity = jnp.asarray(True), jnp.asarray(jnp.nan)
         else:                        # at the proposed state: what a rejection was about
@@ -250,6 +274,19 @@ class Engine:
             accepted=accepted, diverged=diverged,
             converged=accepted & (change * (settings.rho / rho) < settings.tol))
         return out, info
+
+    def _extrapolated(self, state: State, x, residual, plain: Sites, settings):
+        """(proposed sites, whether they are Anderson-mixed): the mixed iterate when
+        ``accelerate`` (with the step control, its safeguard) is on and the history is
+        not empty, else the plain damped step. Where the method's sites are
+        non-negative (CVI on a log-concave likelihood) the mixed precisions are clipped
+        at 0, which the cheap √Λ̄ form of the marginals needs."""
+        mixed = anderson.unflatten(anderson.extrapolate(state.history, x, residual), plain)
+        if self.nonnegative_sites:
+            mixed = mixed._replace(prec=jnp.maximum(mixed.prec, 0.0))
+        use = settings.backtrack & settings.accelerate & (state.history.count > 0)
+        sites = Sites(jnp.where(use, mixed.nat1, plain.nat1), jnp.where(use, mixed.prec, plain.prec))
+        return sites, use
 
     def run(self, params, X, y, settings, max_iters: int, sites=None):
         """Jitted ``run_pure``. ``max_iters`` is a run-time value: one compiled program

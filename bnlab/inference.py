@@ -103,13 +103,16 @@ class InferenceResult:
 
 
 def infer(model, X, y, method="vi", *, alpha=1.0, damping=0.5, max_iters=200, tol=1e-8,
-          backtracking=True, params=None, cubature=("gauss_hermite", 20),
-          **options) -> InferenceResult:
+          backtracking=True, acceleration=True, params=None,
+          cubature=("gauss_hermite", 20), **options) -> InferenceResult:
     """Run ``method`` on ``model`` to convergence.
 
     ``backtracking``: for the methods that ascend the ELBO ('vi', 'vi_riemann',
     'ep_like'), reject a step that lowers it and halve the next step (``bnlab.engine``);
     False gives the fixed-step iteration (which can cycle). Other methods ignore it.
+    ``acceleration``: for the same methods, with ``backtracking`` on, mix the site
+    updates by Anderson acceleration (``bnlab.anderson``): the same fixed point in
+    2–12× fewer iterations at large prior variances; False gives the papers' path.
     ``params`` overrides the model's hyperparameters (a dict like
     ``model.init_params()``); ``cubature`` is (rule, order) for the expectations;
     ``options`` are method options (``base`` for 'heuristic', ``qn_damping`` ξ,
@@ -124,6 +127,6 @@ def infer(model, X, y, method="vi", *, alpha=1.0, damping=0.5, max_iters=200, to
                          cubature=cubature, **options)
     engine = get_engine(model, method, cubature, tuple(options.items()))
     settings = Settings(jnp.asarray(float(alpha)), jnp.asarray(float(damping)), jnp.asarray(float(tol)),
-                        jnp.asarray(bool(backtracking)))
+                        jnp.asarray(bool(backtracking)), jnp.asarray(bool(acceleration)))
     state, trace, n, converged, diverged = engine.run(params, X, y, settings, max_iters=int(max_iters))
     return InferenceResult(engine, params, X, y, state, trace, n, converged, diverged, method, settings)

@@ -186,7 +186,7 @@ def joint(model, X, y, method="vi", *, params=None, learn=None, steps=300, learn
     names, to_free, from_free = learnable(model, params, learn)
     engine = get_engine(model, method, cubature)
     settings = Settings(jnp.asarray(float(alpha)), jnp.asarray(float(damping)), jnp.asarray(float(tol)),
-                        jnp.asarray(True))     # as ``bnlab.infer``: the step control on
+                        jnp.asarray(True), jnp.asarray(True))  # as ``bnlab.infer``
     adam_step, optimizer = _compiled_adam_step(engine, model, params, names,
                                                float(learning_rate))
 

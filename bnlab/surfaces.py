@@ -125,11 +125,11 @@ def _solver(engine, extra, names, max_iters, with_test, alpha_axis):
 
 def _build_solver(engine, extra, names, length, with_test, alpha_axis):
 
-    def solve_point(theta, start, use_start, base, X, y, alpha, rho, tol, backtrack, max_iters,
-                    Xs, ys):
+    def solve_point(theta, start, use_start, base, X, y, alpha, rho, tol, backtrack, accelerate,
+                    max_iters, Xs, ys):
         params = point_params(base, names, theta)
         settings = Settings(_point_alpha(names, theta, alpha) if alpha_axis else alpha, rho, tol,
-                            backtrack)
+                            backtrack, accelerate)
         cold = init_sites(X.shape[0], engine.model.num_latents)
 
         def run(sites):
@@ -216,17 +216,16 @@ _ENERGY_OF = {"vi": "vfe", "ep_like": "ep"}
 
 def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, *,
             X_test=None, y_test=None, params=None, alpha=1.0, damping=0.5, max_iters=200,
-            tol=1e-8, backtracking=True, cubature=("gauss_hermite", 20), warm_start=True,
-            chunk_size=None,
-            workers=None, progress: Callable[[float], None] | None = None, cancel=None,
+            tol=1e-8, backtracking=True, acceleration=True, cubature=("gauss_hermite", 20),
+            warm_start=True, chunk_size=None, workers=None, progress: Callable[[float], None] | None = None, cancel=None,
             method_options=None, mcmc_options=None) -> xr.Dataset:
     """Evaluate each method's approximate log marginal likelihood on a 2-D grid.
 
     ``grid``: {name: values, name: values} over kernel hyperparameters (lengthscale,
     variance, period), likelihood ones (noise, df, scale) or the PEP power ``alpha``.
     ``methods``: any site method name, 'gkl' and 'mcmc'; ``alpha``, ``damping``,
-    ``max_iters``, ``tol``, ``backtracking``, ``cubature`` mean what they mean in
-    ``bnlab.infer``;
+    ``max_iters``, ``tol``, ``backtracking``, ``acceleration``, ``cubature`` mean what
+    they mean in ``bnlab.infer``;
     ``damping`` and ``max_iters`` may also be {method: value} dicts (parallel EP at
     large signal variances needs stronger damping than VI).
     ``method_options``: {method: {option: value}} (e.g. G-KL covariance structure);
@@ -297,7 +296,8 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
         solve = _solver(engine, extra, names, int(max_iters[run]), with_test, run != "ep")
         a = 1.0 if run == "ep" else float(alpha)
         const = (base, X, y, jnp.asarray(a), jnp.asarray(float(damping[run])), jnp.asarray(float(tol)),
-                 jnp.asarray(bool(backtracking)), jnp.asarray(int(max_iters[run])),
+                 jnp.asarray(bool(backtracking)), jnp.asarray(bool(acceleration)),
+                 jnp.asarray(int(max_iters[run])),
                  X_test if with_test else jnp.zeros((1, X.shape[1])),
                  y_test if with_test else jnp.zeros(1))
         site_runs.append(_SiteRun(solve, const, run, members, thetas, N, D))

@@ -21,6 +21,7 @@ def converge(problem, method, settings: LabSettings, alpha=None, max_iters=MAX_I
     """A Runner stepped until it converges, diverges or reaches ``max_iters``."""
     a = settings.effective_alpha() if alpha is None else alpha
     r = Runner(problem, method, alpha=a, rho=settings.rho, tol=1e-6, backtrack=settings.backtrack,
+               accelerate=settings.accelerate,
                cubature_order=settings.cubature_order,
                options=settings.method_options() if method == settings.method else ())
     while r.iteration < max_iters and not (r.converged or r.diverged):

@@ -32,7 +32,7 @@ _NUMBERS = {
 }
 SECTIONS = (("Data", ("dataset", "csv", "n", "likelihood", "lik_scale", "df")),
             ("Prior", ("kernel", "lengthscale", "variance", "period", "model", "num_inducing")),
-            ("Inference", ("method", "base", "alpha", "rho", "backtrack", "covariance", "band",
+            ("Inference", ("method", "base", "alpha", "rho", "backtrack", "accelerate", "covariance", "band",
                            "cubature_order")))
 
 
@@ -57,6 +57,9 @@ class Controls(pn.viewable.Viewer):
                                                 sizing_mode="stretch_width")
         self.widgets["backtrack"] = pn.widgets.Checkbox.from_param(
             settings.param.backtrack, name="Step control: halve ρ when the ELBO falls",
+            sizing_mode="stretch_width")
+        self.widgets["accelerate"] = pn.widgets.Checkbox.from_param(
+            settings.param.accelerate, name="Anderson acceleration (same fixed point)",
             sizing_mode="stretch_width")
         self.upload = pn.widgets.FileInput(accept=".csv,text/csv", sizing_mode="stretch_width",
                                            name="CSV file")

@@ -36,7 +36,7 @@ class Runner:
     """A site-method run: ``reset()``, ``step(k)``, ``snapshot()`` (thread-safe)."""
 
     def __init__(self, problem: Problem, method: str, *, alpha=1.0, rho=0.5, tol=1e-8,
-                 backtrack=True, cubature_order=20, options=()):
+                 backtrack=True, accelerate=True, cubature_order=20, options=()):
         if method == "gkl":
             raise ValueError("G-KL has no site steps: use GKLRunner (make_runner does)")
         validate_settings(method, alpha, rho, 1, tol)
@@ -44,7 +44,8 @@ class Runner:
         self.engine = get_engine(problem.model, method, ("gauss_hermite", int(cubature_order)),
                                  tuple(options))
         self.settings = Settings(jnp.asarray(float(alpha)), jnp.asarray(float(rho)),
-                                 jnp.asarray(float(tol)), jnp.asarray(bool(backtrack)))
+                                 jnp.asarray(float(tol)), jnp.asarray(bool(backtrack)),
+                                 jnp.asarray(bool(accelerate)))
         self._bands = band_function(self.engine)
         self._lock = threading.Lock()
         self.reset()
@@ -269,7 +270,8 @@ def make_runner(problem: Problem, settings):
         return GKLRunner(problem, covariance=cov, band=band, rank=rank,
                          cubature_order=settings.cubature_order)
     return Runner(problem, settings.method, alpha=settings.effective_alpha(), rho=settings.rho,
-                  backtrack=settings.backtrack, cubature_order=settings.cubature_order,
+                  backtrack=settings.backtrack, accelerate=settings.accelerate,
+                  cubature_order=settings.cubature_order,
                   options=settings.method_options())
 
 

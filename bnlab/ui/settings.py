@@ -14,7 +14,7 @@ from . import catalog
 #: parameters written to / read from the page URL (a teacher's shareable link)
 URL_PARAMS = ("dataset", "n", "likelihood", "kernel", "lengthscale", "variance", "period",
               "lik_scale", "df", "model", "num_inducing", "method", "base", "alpha", "rho",
-              "backtrack", "covariance", "band", "cubature_order", "speed")
+              "backtrack", "accelerate", "covariance", "band", "cubature_order", "speed")
 
 
 class LabSettings(param.Parameterized):
@@ -37,6 +37,8 @@ class LabSettings(param.Parameterized):
     rho = param.Number(default=0.5, bounds=(0.01, 1.0))
     backtrack = param.Boolean(default=True, doc="reject a step that lowers the ELBO and "
                               "halve ρ (the methods that ascend it: vi, vi_riemann, ep_like)")
+    accelerate = param.Boolean(default=True, doc="Anderson-mix the site updates (same "
+                               "fixed point, fewer iterations; off: the papers' iteration)")
     covariance = param.Selector(default="full", objects=list(catalog.gkl_covariances()))
     band = param.Integer(default=5, bounds=(1, 200))
     cubature_order = param.Integer(default=20, bounds=(2, 60))
@@ -79,6 +81,9 @@ class LabSettings(param.Parameterized):
             out["backtrack"] = ("only for the methods whose iteration ascends the ELBO "
                                 f"({', '.join(sorted(ASCENDS_ELBO))}); the others have no "
                                 "objective a shorter step is sure to increase")
+            out["accelerate"] = out["backtrack"]
+        elif not self.backtrack:
+            out["accelerate"] = "needs the step control: the ELBO test is its safeguard"
         if self.method == "gkl" and self.covariance not in ("banded", "chevron", "subspace",
                                                              "factor_analysis"):
             out["band"] = "only for banded (band B) / chevron, subspace, factor analysis (rank K)"

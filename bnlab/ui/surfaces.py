@@ -190,6 +190,7 @@ class SurfacesView(pn.viewable.Viewer):
             ds = bnlab.surface(problem.model, problem.X, problem.y, methods=list(self.methods.value),
                                grid=grid, params=problem.params, alpha=s.effective_alpha(),
                                damping=s.rho, backtracking=s.backtrack,
+                               acceleration=s.accelerate,
                                cubature=("gauss_hermite", s.cubature_order),
                                progress=lambda f: setattr(self.progress, "value", int(100 * f)),
                                cancel=self._cancel)

@@ -1,0 +1,88 @@
+"""Anderson acceleration of the site iteration, safeguarded by the ELBO.
+
+The damped site update is a fixed-point map x ↦ G(x) on the sites' natural parameters
+(Wilkinson et al. 2023, eq. 9). For CVI at a large prior variance its Jacobian has
+eigenvalues both below −1 (which forces ρ down, the step control's halving) and close
+to +1 (a slow mode), so no single damping converges fast: on the benchmark surface's
+probit problem (n = 281, ℓ = e^0.5, σ² = e^7.6) CVI needs ≈ 400 iterations at ρ = 0.25.
+Anderson mixing (Anderson 1965; Walker & Ni 2011, "type II") replaces G(x_k) by
+
+    x_{k+1} = G(x_k) − (ΔX + ΔF) γ,   γ = argmin_γ ‖f_k − ΔF γ‖,
+
+with f_i = G(x_i) − x_i and ΔX, ΔF the differences of the last ``DEPTH`` + 1 accepted
+iterates and residuals: a secant model of the map fitted on the history. A fixed point
+of G is a fixed point of the mixed iteration, so the result is the same; only the path
+differs. The engine accepts an extrapolated step only when it keeps the posterior
+positive definite and does not lower the ELBO the method ascends (the step control's
+test); a rejected extrapolation clears the history, and the next step is a plain one.
+Measured on that problem: 417 → 96 iterations, and 689 → 56 at ℓ = e^-1, σ² = e^10.
+
+γ is a constant to differentiation (``stop_gradient``): learning's unrolled gradient
+runs the plain iteration, and the SVD's derivative is undefined at the empty history.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from .sites import Sites
+
+__all__ = ["DEPTH", "History", "empty", "flatten", "unflatten", "extrapolate", "push", "clear"]
+
+#: Number of secant pairs kept (5: 3 and 8 gave the same iteration counts within ±15 %).
+DEPTH = 5
+#: Singular values of ΔF below this fraction of the largest are dropped.
+RCOND = 1e-10
+
+
+class History(NamedTuple):
+    xs: jnp.ndarray     # (DEPTH, P) the last accepted iterates, oldest first
+    fs: jnp.ndarray     # (DEPTH, P) their residuals G(x) − x
+    count: jnp.ndarray  # () how many rows are valid (the newest ``count``)
+
+
+def empty(size: int) -> History:
+    zeros = jnp.zeros((DEPTH, size))
+    return History(zeros, zeros, jnp.asarray(0))
+
+
+def flatten(sites: Sites):
+    return jnp.concatenate([sites.nat1.ravel(), sites.prec.ravel()])
+
+
+def unflatten(vector, like: Sites) -> Sites:
+    k = like.nat1.size
+    return Sites(vector[:k].reshape(like.nat1.shape), vector[k:].reshape(like.prec.shape))
+
+
+def extrapolate(history: History, x, f):
+    """The mixed iterate x + f − (ΔX + ΔF)γ; with an empty history, x + f = G(x)."""
+    xs = jnp.concatenate([history.xs, x[None]])
+    fs = jnp.concatenate([history.fs, f[None]])
+    valid = jnp.arange(DEPTH) >= DEPTH - history.count       # newest ``count`` columns
+    dX = jnp.where(valid[:, None], xs[1:] - xs[:-1], 0.0).T   # (P, DEPTH)
+    dF = jnp.where(valid[:, None], fs[1:] - fs[:-1], 0.0).T
+    gamma = jax.lax.stop_gradient(_least_squares(dF, f))
+    return x + f - (dX + dF) @ gamma
+
+
+def _least_squares(A, b):
+    """min ‖Aγ − b‖ by the SVD, dropping singular values below RCOND·s_max (all of
+    them when A = 0, which gives γ = 0 rather than 0/0)."""
+    U, s, Vt = jnp.linalg.svd(A, full_matrices=False)
+    keep = (s > RCOND * s[0]) & (s > 0)
+    inv = jnp.where(keep, 1.0 / jnp.where(keep, s, 1.0), 0.0)
+    return Vt.T @ (inv * (U.T @ b))
+
+
+def push(history: History, x, f) -> History:
+    """Append an accepted iterate and its residual, dropping the oldest."""
+    return History(jnp.concatenate([history.xs[1:], x[None]]),
+                   jnp.concatenate([history.fs[1:], f[None]]),
+                   jnp.minimum(history.count + 1, DEPTH))
+
+
+def clear(history: History) -> History:
+    return history._replace(count=jnp.zeros_like(history.count))

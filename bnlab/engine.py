@@ -23,7 +23,8 @@ whose last iterate is neither converged nor the ELBO's optimum; with the control
 is an ascent method and converges. Convergence is judged on the change an undamped step would make: the
 max relative site change over ρ_k/ρ, so a reduced step is never mistaken for
 convergence. Off, ρ_k = ρ throughout and the iteration is the papers' fixed-step one.
-With ``Settings.accelerate`` as well, the proposal is the Anderson-mixed iterate of the
+With ``Settings.accelerate`` as well, for CVI and 'ep_like' (not the Riemannian form,
+whose point is a PD path), the proposal is the Anderson-mixed iterate of the
 last few accepted steps (``bnlab.anderson``) and the same ELBO test is its safeguard: a
 mixed step that lowers the ELBO or leaves the posterior not PD is rejected without
 halving ρ (it only clears the history; the next step is a plain one). The fixed point
@@ -57,7 +58,7 @@ from .compiled import CompiledCache
 from .energies import energy as compute_energy
 from .energies import energy_and_derivatives
 from .methods.base import LocalInput, inv_small
-from .methods.registry import NONNEGATIVE_SITES_IF_LOG_CONCAVE, build_method
+from .methods.registry import ACCELERATED, NONNEGATIVE_SITES_IF_LOG_CONCAVE, build_method
 from .models import structure_module
 from .sites import (Marginals, Sites, damped_update, init_sites, max_relative_change,
                     min_eigenvalue)
@@ -87,7 +88,7 @@ class State(NamedTuple):
     objective: jnp.ndarray  # the energy the method ascends (``Method.ascends``), or NaN
     step_size: jnp.ndarray  # ρ_k of the next proposal (ρ unless the step control cut it)
     derivatives: Any = ()   # the next local update's (J, H), or () (see step 4 above)
-    history: Any = ()       # ``anderson.History`` for the methods that ascend an energy
+    history: Any = ()       # ``anderson.History`` for the methods it may mix (ACCELERATED)
 
 
 class StepInfo(NamedTuple):
@@ -143,6 +144,7 @@ class Engine:
         nonnegative = (self.lik.log_concave and model.num_latents == 1
                        and method_name in NONNEGATIVE_SITES_IF_LOG_CONCAVE)
         self.nonnegative_sites = nonnegative
+        self.accelerated = method_name in ACCELERATED     # may Anderson-mix its steps
         if nonnegative and hasattr(self.structure, "marginals_nonnegative"):
             self._marginals = self.structure.marginals_nonnegative
         # what each iteration needs: mean-only methods skip the marginal variances
@@ -190,7 +192,7 @@ class Engine:
         aux = self.method.init_aux(X.shape[0], self.model.num_latents)
         energy, objective, derivatives = self._energy(params, y, marg, sites, settings)
         step_size = jnp.asarray(settings.rho, float)
-        history = () if self.method.ascends is None else anderson.empty(anderson.flatten(sites).size)
+        history = anderson.empty(anderson.flatten(sites).size) if self.accelerated else ()
         return State(prior, sites, marg, aux, energy, objective, step_size, derivatives, history)
 
     def propose_pure(self, params, X, y, settings, state: State):
@@ -224,7 +226,7 @@ class Engine:
                         settings.rho)
         plain, aux, _ = self.propose_pure(params, X, y, settings._replace(rho=rho), state)
         new_sites, extrapolated, history = plain, jnp.asarray(False), state.history
-        if self.method.ascends is not None:
+        if self.accelerated:
             x = anderson.flatten(state.sites)
             residual = anderson.flatten(plain) - x
             new_sites, extrapolated = self._extrapolated(state, x, residual, plain, settings)
@@ -242,7 +244,7 @@ class Engine:
             slack = ASCENT_SLACK * (1 + jnp.abs(state.objective))
             fell = settings.backtrack & ~invalid & (new_objective < state.objective - slack)
         accepted = ~invalid & ~fell
-        if self.method.ascends is not None:
+        if self.accelerated:
             history = jax.tree_util.tree_map(
                 lambda a, b: jnp.where(accepted, a, b),
                 anderson.push(state.history, x, residual), anderson.clear(state.history))

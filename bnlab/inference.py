@@ -110,7 +110,7 @@ def infer(model, X, y, method="vi", *, alpha=1.0, damping=0.5, max_iters=200, to
     ``backtracking``: for the methods that ascend the ELBO ('vi', 'vi_riemann',
     'ep_like'), reject a step that lowers it and halve the next step (``bnlab.engine``);
     False gives the fixed-step iteration (which can cycle). Other methods ignore it.
-    ``acceleration``: for the same methods, with ``backtracking`` on, mix the site
+    ``acceleration``: for 'vi' and 'ep_like', with ``backtracking`` on, mix the site
     updates by Anderson acceleration (``bnlab.anderson``): the same fixed point in
     2–12× fewer iterations at large prior variances; False gives the papers' path.
     ``params`` overrides the model's hyperparameters (a dict like

@@ -151,6 +151,7 @@ def test_step_control_reaches_the_elbo_optimum_where_fixed_step_vi_cycles():
     assert "backtrack" not in s.reasons() and "covariance" in s.reasons()
     assert "backtrack" in LabSettings(method="gkl").reasons()
     assert "accelerate" in ep and "accelerate" not in s.reasons()
+    assert "accelerate" in LabSettings(method="vi_riemann").reasons()
     assert "accelerate" in LabSettings(method="vi", backtrack=False).reasons()
 
 

@@ -62,6 +62,11 @@ REUSES_ENERGY_PASS = frozenset({"vi", "ep", "pep", "ep_like"})
 #: quasi-Newton or heuristic forms: their H is not the ELBO's, so no step size is
 #: guaranteed to increase it.
 ASCENDS_ELBO = frozenset({"vi", "vi_riemann", "ep_like"})
+#: Of those, the methods whose steps the engine may Anderson-mix under the step control
+#: (``Settings.accelerate``, ``bnlab.anderson``). Not the Riemannian form: its point is
+#: that every iterate's site precisions stay PD (notes §1.17), which a linear
+#: extrapolation of iterates does not preserve.
+ACCELERATED = frozenset({"vi", "ep_like"})
 
 _NONEXISTENT = {
     "pep_gn": "there is no Power-EP Gauss–Newton method: Bonnet's and Price's theorems do "

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import param
 
-from ..methods.registry import ASCENDS_ELBO
+from ..methods.registry import ACCELERATED, ASCENDS_ELBO
 from . import catalog
 
 #: parameters written to / read from the page URL (a teacher's shareable link)
@@ -81,7 +81,9 @@ class LabSettings(param.Parameterized):
             out["backtrack"] = ("only for the methods whose iteration ascends the ELBO "
                                 f"({', '.join(sorted(ASCENDS_ELBO))}); the others have no "
                                 "objective a shorter step is sure to increase")
-            out["accelerate"] = out["backtrack"]
+        if self.method not in ACCELERATED:
+            out["accelerate"] = ("only for vi and ep_like: the others have no ELBO to guard "
+                                 "a mixed step, or (vi_riemann) a PD path it would not keep")
         elif not self.backtrack:
             out["accelerate"] = "needs the step control: the ELBO test is its safeguard"
         if self.method == "gkl" and self.covariance not in ("banded", "chevron", "subspace",

@@ -18,7 +18,8 @@ test); a rejected extrapolation clears the history, and the next step is a plain
 Measured on that problem: 417 → 96 iterations, and 689 → 56 at ℓ = e^-1, σ² = e^10.
 
 γ is a constant to differentiation (``stop_gradient``): learning's unrolled gradient
-runs the plain iteration, and the SVD's derivative is undefined at the empty history.
+runs the plain iteration, and the eigendecomposition's derivative is undefined at the
+empty history.
 """
 from __future__ import annotations
 
@@ -33,8 +34,8 @@ __all__ = ["DEPTH", "History", "empty", "flatten", "unflatten", "extrapolate", "
 
 #: Number of secant pairs kept (5: 3 and 8 gave the same iteration counts within ±15 %).
 DEPTH = 5
-#: Singular values of ΔF below this fraction of the largest are dropped.
-RCOND = 1e-10
+#: Directions of ΔF with singular values below this fraction of the largest are dropped.
+RCOND = 1e-7
 
 
 class History(NamedTuple):
@@ -69,12 +70,14 @@ def extrapolate(history: History, x, f):
 
 
 def _least_squares(A, b):
-    """min ‖Aγ − b‖ by the SVD, dropping singular values below RCOND·s_max (all of
-    them when A = 0, which gives γ = 0 rather than 0/0)."""
-    U, s, Vt = jnp.linalg.svd(A, full_matrices=False)
-    keep = (s > RCOND * s[0]) & (s > 0)
-    inv = jnp.where(keep, 1.0 / jnp.where(keep, s, 1.0), 0.0)
-    return Vt.T @ (inv * (U.T @ b))
+    """min ‖Aγ − b‖ by the normal equations: A is P × DEPTH, so its Gram matrix is 5 × 5
+    and an eigendecomposition of it costs nothing next to the step (an SVD of A was
+    0.4 Choleskys at n = 200). Eigenvalues below RCOND²·λ_max are dropped (all of them
+    when A = 0, which gives γ = 0 rather than 0/0)."""
+    w, V = jnp.linalg.eigh(A.T @ A)
+    keep = (w > RCOND**2 * w[-1]) & (w > 0)
+    inv = jnp.where(keep, 1.0 / jnp.where(keep, w, 1.0), 0.0)
+    return V @ (inv * (V.T @ (A.T @ b)))
 
 
 def push(history: History, x, f) -> History:

@@ -283,12 +283,14 @@ class Engine:
         not empty, else the plain damped step. Where the method's sites are
         non-negative (CVI on a log-concave likelihood) the mixed precisions are clipped
         at 0, which the cheap √Λ̄ form of the marginals needs."""
-        mixed = anderson.unflatten(anderson.extrapolate(state.history, x, residual), plain)
-        if self.nonnegative_sites:
-            mixed = mixed._replace(prec=jnp.maximum(mixed.prec, 0.0))
+        def mixed():
+            sites = anderson.unflatten(anderson.extrapolate(state.history, x, residual), plain)
+            if self.nonnegative_sites:
+                sites = sites._replace(prec=jnp.maximum(sites.prec, 0.0))
+            return sites
+
         use = settings.backtrack & settings.accelerate & (state.history.count > 0)
-        sites = Sites(jnp.where(use, mixed.nat1, plain.nat1), jnp.where(use, mixed.prec, plain.prec))
-        return sites, use
+        return jax.lax.cond(use, mixed, lambda: plain), use
 
     def run(self, params, X, y, settings, max_iters: int, sites=None):
         """Jitted ``run_pure``. ``max_iters`` is a run-time value: one compiled program

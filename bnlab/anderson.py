@@ -12,10 +12,14 @@ Anderson mixing (Anderson 1965; Walker & Ni 2011, "type II") replaces G(x_k) by
 with f_i = G(x_i) − x_i and ΔX, ΔF the differences of the last ``DEPTH`` + 1 accepted
 iterates and residuals: a secant model of the map fitted on the history. A fixed point
 of G is a fixed point of the mixed iteration, so the result is the same; only the path
-differs. The engine accepts an extrapolated step only when it keeps the posterior
-positive definite and does not lower the ELBO the method ascends (the step control's
-test); a rejected extrapolation clears the history, and the next step is a plain one.
-Measured on that problem: 417 → 96 iterations, and 689 → 56 at ℓ = e^-1, σ² = e^10.
+differs. The engine accepts a mixed step only when it keeps the posterior positive
+definite (and, for EP-family energies, every cavity) and passes the method's safeguard
+(``registry.ACCELERATED``): for CVI, it does not lower the ELBO (the step control's
+test); for EP and Power EP, which ascend nothing, the plain step from the mixed iterate
+changes the sites less (``relative_norm``) than the plain step from the current one —
+a plain monotone form of the residual safeguard of Zhang, O'Donoghue & Boyd (2020). A
+rejected mixed step clears the history, and the next step is a plain one. Measured on
+that problem: CVI 417 → 96 iterations (689 → 56 at ℓ = e^-1, σ² = e^10), EP 34 → 20.
 
 γ is a constant to differentiation (``stop_gradient``): learning's unrolled gradient
 runs the plain iteration, and the eigendecomposition's derivative is undefined at the
@@ -30,7 +34,8 @@ import jax.numpy as jnp
 
 from .sites import Sites
 
-__all__ = ["DEPTH", "History", "empty", "flatten", "unflatten", "extrapolate", "push", "clear"]
+__all__ = ["DEPTH", "History", "empty", "flatten", "unflatten", "extrapolate", "push", "clear",
+           "relative_norm"]
 
 #: Number of secant pairs kept (5: 3 and 8 gave the same iteration counts within ±15 %).
 DEPTH = 5
@@ -78,6 +83,12 @@ def _least_squares(A, b):
     keep = (w > RCOND**2 * w[-1]) & (w > 0)
     inv = jnp.where(keep, 1.0 / jnp.where(keep, w, 1.0), 0.0)
     return V @ (inv * (V.T @ (A.T @ b)))
+
+
+def relative_norm(residual, x):
+    """‖r / (1 + |x|)‖₂: the residual measured like the convergence test's relative
+    change, in 2-norm (the max over sites jumps between sites from step to step)."""
+    return jnp.linalg.norm(residual / (1 + jnp.abs(x)))
 
 
 def push(history: History, x, f) -> History:

@@ -110,9 +110,10 @@ def infer(model, X, y, method="vi", *, alpha=1.0, damping=0.5, max_iters=200, to
     ``backtracking``: for the methods that ascend the ELBO ('vi', 'vi_riemann',
     'ep_like'), reject a step that lowers it and halve the next step (``bnlab.engine``);
     False gives the fixed-step iteration (which can cycle). Other methods ignore it.
-    ``acceleration``: for 'vi' and 'ep_like', with ``backtracking`` on, mix the site
-    updates by Anderson acceleration (``bnlab.anderson``): the same fixed point in
-    2–12× fewer iterations at large prior variances; False gives the papers' path.
+    ``acceleration``: mix the site updates by Anderson acceleration
+    (``bnlab.anderson``) for 'vi' and 'ep_like' (with ``backtracking`` on: the ELBO
+    guards a mixed step) and 'ep' and 'pep' (a residual test guards it): the same fixed
+    point in 2–12× fewer iterations; False gives the papers' path.
     ``params`` overrides the model's hyperparameters (a dict like
     ``model.init_params()``); ``cubature`` is (rule, order) for the expectations;
     ``options`` are method options (``base`` for 'heuristic', ``qn_damping`` ξ,

@@ -82,9 +82,10 @@ class LabSettings(param.Parameterized):
                                 f"({', '.join(sorted(ASCENDS_ELBO))}); the others have no "
                                 "objective a shorter step is sure to increase")
         if self.method not in ACCELERATED:
-            out["accelerate"] = ("only for vi and ep_like: the others have no ELBO to guard "
-                                 "a mixed step, or (vi_riemann) a PD path it would not keep")
-        elif not self.backtrack:
+            out["accelerate"] = (f"only for {', '.join(sorted(ACCELERATED))}: "
+                                 "vi_riemann's point is a PD path mixing would not keep; "
+                                 "for the other methods mixing was measured not to help")
+        elif ACCELERATED[self.method] == "objective" and not self.backtrack:
             out["accelerate"] = "needs the step control: the ELBO test is its safeguard"
         if self.method == "gkl" and self.covariance not in ("banded", "chevron", "subspace",
                                                              "factor_analysis"):

@@ -71,7 +71,7 @@ def main():
                     f"first call incl. compilation {t_first:.1f} s; "
                     f"{busy:.2f} of {os.cpu_count()} cores busy"))
     rows.append(("loop 4 methods × 441 points (scaled)", loop_total,
-                 f"batched speed-up {loop_total / t_batched:.1f}×"))
+                 f"batched speed-up {loop_total / t_batched:.2f}×"))
 
     from sklearn.gaussian_process import GaussianProcessClassifier
     from sklearn.gaussian_process.kernels import ConstantKernel, Matern

@@ -28,10 +28,10 @@ and Power EP; not the Riemannian form, whose point is a PD path) the proposal is
 Anderson-mixed iterate of the last few accepted steps (``bnlab.anderson``): a mixed step
 that lowers the ELBO (CVI), whose plain residual grows (EP, PEP), or that leaves the
 posterior or an energy's cavity not PD, is rejected without halving ρ — it only clears
-the history, the next step is a plain one, and the run does not diverge on it. The fixed point
-is the same; on the surface benchmark's probit grid (n = 281, 441 points) CVI then
-converges everywhere in 21 iterations on average, against 66 and 79 points unconverged
-after 200 without it.
+the history, the next step is a plain one, and the run does not diverge on it. The
+fixed point is the same. On the surface benchmark's probit grid (n = 281, 441 points)
+CVI then converges everywhere in 21 iterations on average (66 without, 79 points
+unconverged after 200), EP in 8.8 (26.5).
 
 If the new posterior is not positive definite the step is *rejected*: the state stays
 at the last PSD iterate, the iteration is recorded with ``posterior_psd = False`` and
@@ -72,7 +72,7 @@ class Settings(NamedTuple):
     rho: Any     # damping ρ ∈ (0, 1]: the (largest) step
     tol: Any     # convergence: max relative site change of an undamped step < tol/ρ
     backtrack: Any = False   # step control for the methods that ascend the ELBO
-    accelerate: Any = False  # Anderson acceleration under the step control (``anderson``)
+    accelerate: Any = False  # Anderson acceleration (``anderson``; CVI's needs ``backtrack``)
 
 
 #: Relative slack of the step control: a step is rejected only when the ELBO falls by
@@ -298,9 +298,9 @@ class Engine:
     def _extrapolated(self, state: State, x, residual, plain: Sites, settings):
         """(proposed sites, whether they are Anderson-mixed): the mixed iterate when
         ``accelerate`` is on (for the ELBO-guarded methods, with the step control, their
-        safeguard) and the history is not empty, else the plain damped step. Where the method's sites are
-        non-negative (CVI on a log-concave likelihood) the mixed precisions are clipped
-        at 0, which the cheap √Λ̄ form of the marginals needs."""
+        safeguard) and the history is not empty, else the plain damped step. Where the
+        method's sites are non-negative (CVI on a log-concave likelihood) the mixed
+        precisions are clipped at 0, which the cheap √Λ̄ form of the marginals needs."""
         def mixed():
             sites = anderson.unflatten(anderson.extrapolate(state.history, x, residual), plain)
             if self.nonnegative_sites:

@@ -217,7 +217,8 @@ _ENERGY_OF = {"vi": "vfe", "ep_like": "ep"}
 def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, *,
             X_test=None, y_test=None, params=None, alpha=1.0, damping=0.5, max_iters=200,
             tol=1e-8, backtracking=True, acceleration=True, cubature=("gauss_hermite", 20),
-            warm_start=True, chunk_size=None, workers=None, progress: Callable[[float], None] | None = None, cancel=None,
+            warm_start=True, chunk_size=None, workers=None,
+            progress: Callable[[float], None] | None = None, cancel=None,
             method_options=None, mcmc_options=None) -> xr.Dataset:
     """Evaluate each method's approximate log marginal likelihood on a 2-D grid.
 

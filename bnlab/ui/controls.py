@@ -32,8 +32,8 @@ _NUMBERS = {
 }
 SECTIONS = (("Data", ("dataset", "csv", "n", "likelihood", "lik_scale", "df")),
             ("Prior", ("kernel", "lengthscale", "variance", "period", "model", "num_inducing")),
-            ("Inference", ("method", "base", "alpha", "rho", "backtrack", "accelerate", "covariance", "band",
-                           "cubature_order")))
+            ("Inference", ("method", "base", "alpha", "rho", "backtrack", "accelerate",
+                           "covariance", "band", "cubature_order")))
 
 
 class Status(param.Parameterized):

@@ -252,7 +252,7 @@ class LiveView(pn.viewable.Viewer):
                  if st["diverged"] else
                  "<b class='bn-good'>converged</b>" if st["converged"] else
                  "running" if self.running else "paused")
-        control = (f" · {st['rejected']} step(s) rejected by the step control; "
+        control = (f" · {st['rejected']} proposed step(s) rejected by the safeguards; "
                    f"ρ is now <b>{st['step_size']:.3g}</b>" if st["rejected"] else "")
         self.status_pane.object = (f"Method <b>{self.settings.method}</b> · iteration "
                                    f"<b>{st['iteration']}</b> · energy <b>{st['energy']:.4f}</b>"

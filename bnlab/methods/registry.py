@@ -70,7 +70,8 @@ ASCENDS_ELBO = frozenset({"vi", "vi_riemann", "ep_like"})
 #: point is that every iterate's site precisions stay PD (notes §1.17), which a linear
 #: extrapolation does not preserve; not the Laplace family (measured: the residual test
 #: rejects a third of the mixed steps at large σ² and the run gets slower); not the QN
-#: forms, whose BFGS state follows the plain path.
+#: forms, whose BFGS state follows the plain path; the Gauss–Newton, PL and heuristic
+#: forms were not tried.
 ACCELERATED = {"vi": "objective", "ep_like": "objective", "ep": "residual", "pep": "residual"}
 
 _NONEXISTENT = {

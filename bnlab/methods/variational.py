@@ -48,7 +48,7 @@ def expected_log_lik_derivatives(lik, rule, lik_params, y, mean, cov):
 
 
 def vi_local(lik, rule):
-    """CVI's (J, H) = ∇L̄, ∇²L̄ at the current marginals. The engine hands them over
+    """CVI's (J, H) = (∇_m L̄, 2∇_C L̄) at the current marginals. The engine hands them over
     from the ELBO evaluation that produced these marginals (``inp.derivatives``): the
     ELBO needs L̄ at the same (m, C), so one cubature pass serves both."""
     def local(inp: LocalInput):

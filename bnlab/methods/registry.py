@@ -52,9 +52,10 @@ MEAN_ONLY = frozenset({"laplace", "laplace_gn", "laplace_qn", "laplace_riemann",
 #: log E_cavity[p^α] (PEP and EP: the PEP energy): the engine takes the derivatives from
 #: the energy pass of the previous step (their Riemannian and heuristic forms inherit
 #: this). 'ep_like' reports the EP energy but evaluates the ELBO too, for its step
-#: control (``ASCENDS_ELBO``), and that pass gives its CVI derivatives. Not PL (its
-#: energy is EP's, its update SLR), which has no pass to share.
-REUSES_ENERGY_PASS = frozenset({"vi", "ep", "pep", "ep_like"})
+#: control (``ASCENDS_ELBO``), and that pass gives its CVI derivatives. 'vi_gn' takes
+#: its J = ∇_m L̄ from the ELBO's pass (its Gauss–Newton H needs a pass of its own). Not
+#: PL (its energy is EP's, its update SLR), which has no pass to share.
+REUSES_ENERGY_PASS = frozenset({"vi", "vi_gn", "ep", "pep", "ep_like"})
 #: Methods whose iteration is natural-gradient ascent of the ELBO (CVI, Khan & Lin 2017;
 #: Wilkinson et al. 2023 eq. 15), so that a small enough step increases it: the engine
 #: may reject a step that lowers the ELBO and halve ρ (``Settings.backtrack``). The

@@ -62,9 +62,13 @@ def vi_local(lik, rule):
 
 
 def vi_gn_local(lik, rule):
+    """J = ∇_m L̄ as CVI's (from the ELBO's pass when the engine hands it over), H the
+    expected Gauss–Newton Hessian (eq. 43), which needs a cubature pass of its own."""
     def local(inp: LocalInput):
-        E = lambda m: expected_log_lik(lik, rule, inp, m, inp.cov)
-        J = jax.grad(E)(inp.mean)
+        if inp.derivatives is None:
+            J = jax.grad(lambda m: expected_log_lik(lik, rule, inp, m, inp.cov))(inp.mean)
+        else:
+            J, _ = inp.derivatives
         H = cubature.expectation(
             lambda f: gauss_newton_hessian(lik, inp.lik_params, inp.y, f),
             rule, inp.mean, inp.cov + inp.cond_var)

@@ -32,10 +32,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .sites import Sites
-
-__all__ = ["DEPTH", "History", "empty", "flatten", "unflatten", "extrapolate", "push", "clear",
-           "relative_norm"]
+__all__ = ["DEPTH", "History", "empty", "extrapolate", "push", "clear", "relative_norm"]
 
 #: Number of secant pairs kept (5: 3 and 8 gave the same iteration counts within ±15 %).
 DEPTH = 5
@@ -52,15 +49,6 @@ class History(NamedTuple):
 def empty(size: int) -> History:
     zeros = jnp.zeros((DEPTH, size))
     return History(zeros, zeros, jnp.asarray(0))
-
-
-def flatten(sites: Sites):
-    return jnp.concatenate([sites.nat1.ravel(), sites.prec.ravel()])
-
-
-def unflatten(vector, like: Sites) -> Sites:
-    k = like.nat1.size
-    return Sites(vector[:k].reshape(like.nat1.shape), vector[k:].reshape(like.prec.shape))
 
 
 def extrapolate(history: History, x, f):

@@ -20,9 +20,9 @@ accepted step made CVI alternate between the two forever (measured: 472 rejectio
 1000 iterations, no convergence, at a probit point of prior variance e^7.6). With a
 fixed ρ, CVI can settle into a two-cycle (a large prior variance with ρ = 0.5 does),
 whose last iterate is neither converged nor the ELBO's optimum; with the control it
-is an ascent method and converges. Convergence is judged on the change an undamped step would make: the
-max relative site change over ρ_k/ρ, so a reduced step is never mistaken for
-convergence. Off, ρ_k = ρ throughout and the iteration is the papers' fixed-step one.
+is an ascent method and converges. Convergence is judged on the change an undamped
+step would make: the max relative site change over ρ_k/ρ, so a reduced step is never
+mistaken for convergence. Off, ρ_k = ρ throughout and the iteration is the papers' fixed-step one.
 With ``Settings.accelerate`` (for CVI and 'ep_like' under the step control, and for EP
 and Power EP; not the Riemannian form, whose point is a PD path) the proposal is the
 Anderson-mixed iterate of the last few accepted steps (``bnlab.anderson``): a mixed step
@@ -53,6 +53,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax.flatten_util import ravel_pytree
 
 from . import anderson, cubature
 from .compiled import CompiledCache
@@ -193,7 +194,7 @@ class Engine:
         aux = self.method.init_aux(X.shape[0], self.model.num_latents)
         energy, objective, derivatives = self._energy(params, y, marg, sites, settings)
         step_size = jnp.asarray(settings.rho, float)
-        history = anderson.empty(anderson.flatten(sites).size) if self.accelerated else ()
+        history = anderson.empty(ravel_pytree(sites)[0].size) if self.accelerated else ()
         return State(prior, sites, marg, aux, energy, objective, step_size, derivatives, history)
 
     def propose_pure(self, params, X, y, settings, state: State):
@@ -228,9 +229,10 @@ class Engine:
         plain, aux, _ = self.propose_pure(params, X, y, settings._replace(rho=rho), state)
         new_sites, extrapolated, history = plain, jnp.asarray(False), state.history
         if self.accelerated:
-            x = anderson.flatten(state.sites)
-            residual = anderson.flatten(plain) - x
-            new_sites, extrapolated = self._extrapolated(state, x, residual, plain, settings)
+            x, unravel = ravel_pytree(state.sites)
+            residual = ravel_pytree(plain)[0] - x
+            new_sites, extrapolated = self._extrapolated(state, x, residual, unravel, plain,
+                                                         settings)
         new_marg = self._step_marginals(state.prior, new_sites)
         new_energy, new_objective, new_derivatives = self._energy(params, y, new_marg,
                                                                   new_sites, settings)
@@ -254,14 +256,13 @@ class Engine:
                                             anderson.relative_norm(residual, x)),
                 lambda: jnp.asarray(False))
         accepted = ~invalid & ~fell & ~worse
-        if self.accelerated:
-            history = jax.tree_util.tree_map(
-                lambda a, b: jnp.where(accepted, a, b),
-                anderson.push(state.history, x, residual), anderson.clear(state.history))
         # the prior passes through untouched (a select over it would copy the N×N
         # factors every step); only the parts a rejected step must restore are selected
         keep = lambda new, old: jax.tree_util.tree_map(  # noqa: E731
             lambda a, b: jnp.where(accepted, a, b), new, old)
+        if self.accelerated:
+            history = keep(anderson.push(state.history, x, residual),
+                           anderson.clear(state.history))
         next_rho = jnp.where(fell & ~extrapolated, 0.5 * rho, rho)
         out = State(state.prior, keep(new_sites, state.sites), keep(new_marg, state.marginals),
                     keep(aux, state.aux), keep(new_energy, state.energy),
@@ -292,17 +293,17 @@ class Engine:
         sites (relatively, in 2-norm) more than the plain step from the current one?
         Its local update reuses the candidate's energy pass, so it costs O(N)."""
         plain, _, _ = self.propose_pure(params, X, y, settings, candidate)
-        x = anderson.flatten(candidate.sites)
-        return anderson.relative_norm(anderson.flatten(plain) - x, x) > current_norm
+        x = ravel_pytree(candidate.sites)[0]
+        return anderson.relative_norm(ravel_pytree(plain)[0] - x, x) > current_norm
 
-    def _extrapolated(self, state: State, x, residual, plain: Sites, settings):
+    def _extrapolated(self, state: State, x, residual, unravel, plain: Sites, settings):
         """(proposed sites, whether they are Anderson-mixed): the mixed iterate when
         ``accelerate`` is on (for the ELBO-guarded methods, with the step control, their
         safeguard) and the history is not empty, else the plain damped step. Where the
         method's sites are non-negative (CVI on a log-concave likelihood) the mixed
         precisions are clipped at 0, which the cheap √Λ̄ form of the marginals needs."""
         def mixed():
-            sites = anderson.unflatten(anderson.extrapolate(state.history, x, residual), plain)
+            sites = unravel(anderson.extrapolate(state.history, x, residual))
             if self.nonnegative_sites:
                 sites = sites._replace(prec=jnp.maximum(sites.prec, 0.0))
             return sites

@@ -23,15 +23,15 @@ whose last iterate is neither converged nor the ELBO's optimum; with the control
 is an ascent method and converges. Convergence is judged on the change an undamped
 step would make: the max relative site change over ρ_k/ρ, so a reduced step is never
 mistaken for convergence. Off, ρ_k = ρ throughout and the iteration is the papers' fixed-step one.
-With ``Settings.accelerate`` (for CVI and 'ep_like' under the step control, and for EP
-and Power EP; not the Riemannian form, whose point is a PD path) the proposal is the
+With ``Settings.accelerate`` (for CVI and 'ep_like' under the step control, for EP and
+Power EP, and for damped Laplace; ``registry.ACCELERATED``) the proposal is the
 Anderson-mixed iterate of the last few accepted steps (``bnlab.anderson``): a mixed step
-that lowers the ELBO (CVI), whose plain residual grows (EP, PEP), or that leaves the
+that lowers the ELBO (CVI), whose plain residual grows (EP, PEP, Laplace), or that leaves the
 posterior or an energy's cavity not PD, is rejected without halving ρ — it only clears
 the history, the next step is a plain one, and the run does not diverge on it. The
 fixed point is the same. On the surface benchmark's probit grid (n = 281, 441 points)
 CVI then converges everywhere in 21 iterations on average (66 without, 79 points
-unconverged after 200), EP in 8.8 (26.5).
+unconverged after 200), EP in 8.8 (26.5), Laplace in 8.8 (24.2).
 
 If the new posterior is not positive definite the step is *rejected*: the state stays
 at the last PSD iterate, the iteration is recorded with ``posterior_psd = False`` and
@@ -146,7 +146,7 @@ class Engine:
         nonnegative = (self.lik.log_concave and model.num_latents == 1
                        and method_name in NONNEGATIVE_SITES_IF_LOG_CONCAVE)
         self.nonnegative_sites = nonnegative
-        self.accelerated = ACCELERATED.get(method_name)   # None, or what guards a mixed step
+        self.accelerated = ACCELERATED.get(method_name)   # None, or a registry.Mixing
         if nonnegative and hasattr(self.structure, "marginals_nonnegative"):
             self._marginals = self.structure.marginals_nonnegative
         # what each iteration needs: mean-only methods skip the marginal variances
@@ -247,7 +247,7 @@ class Engine:
             slack = ASCENT_SLACK * (1 + jnp.abs(state.objective))
             fell = settings.backtrack & ~invalid & (new_objective < state.objective - slack)
         worse = jnp.asarray(False)
-        if self.accelerated == "residual":
+        if self.accelerated and self.accelerated.guard == "residual":
             candidate = State(state.prior, new_sites, new_marg, aux, new_energy, new_objective,
                               rho, new_derivatives, history)
             worse = jax.lax.cond(
@@ -308,8 +308,10 @@ class Engine:
                 sites = sites._replace(prec=jnp.maximum(sites.prec, 0.0))
             return sites
 
-        use = settings.accelerate & (state.history.count > 0)
-        if self.accelerated == "objective":
+        use = settings.accelerate & (state.history.count >= self.accelerated.min_history)
+        if self.accelerated.damped_only:
+            use = use & (settings.rho < 1)
+        if self.accelerated.guard == "objective":
             use = use & settings.backtrack
         return jax.lax.cond(use, mixed, lambda: plain), use
 

@@ -112,8 +112,9 @@ def infer(model, X, y, method="vi", *, alpha=1.0, damping=0.5, max_iters=200, to
     False gives the fixed-step iteration (which can cycle). Other methods ignore it.
     ``acceleration``: mix the site updates by Anderson acceleration
     (``bnlab.anderson``) for 'vi' and 'ep_like' (with ``backtracking`` on: the ELBO
-    guards a mixed step) and 'ep' and 'pep' (a residual test guards it): the same fixed
-    point in 2–12× fewer iterations; False gives the papers' path.
+    guards a mixed step), 'ep', 'pep' and, when damped (ρ < 1), 'laplace' (a residual
+    test guards it; ``methods.registry.ACCELERATED``): the same fixed point in 2–12×
+    fewer iterations; False gives the papers' path.
     ``params`` overrides the model's hyperparameters (a dict like
     ``model.init_params()``); ``cubature`` is (rule, order) for the expectations;
     ``options`` are method options (``base`` for 'heuristic', ``qn_damping`` ξ,

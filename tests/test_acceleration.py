@@ -1,11 +1,12 @@
-"""Anderson acceleration of EP and Power EP (``bnlab.anderson``, residual safeguard): the
-same fixed point as the plain damped iteration, in fewer steps. EP is pinned to
-textbook EP (R&W Alg. 3.5, an independent implementation); Power EP at α = 0.5 to its
-own plain iteration. CVI's acceleration is tested against G-KL in tests/test_vi_step_control.py."""
+"""Anderson acceleration of EP, Power EP and damped Laplace (``bnlab.anderson``, residual
+safeguard): the same fixed point as the plain damped iteration, in fewer steps. EP is
+pinned to textbook EP (R&W Alg. 3.5, an independent implementation), Laplace to
+scikit-learn's GaussianProcessClassifier; Power EP at α = 0.5 to its own plain iteration. CVI's acceleration is tested against G-KL in tests/test_vi_step_control.py."""
 import numpy as np
 import pytest
 
-from sklearn.gaussian_process.kernels import Matern
+from sklearn.gaussian_process import GaussianProcessClassifier
+from sklearn.gaussian_process.kernels import ConstantKernel, Matern
 
 import bnlab
 from reference import matern52, textbook_ep_probit
@@ -74,3 +75,29 @@ def test_accelerated_power_ep_keeps_the_plain_fixed_point(benchmark_data):
     assert fast.log_marginal == pytest.approx(plain.log_marginal, abs=1e-8)
     np.testing.assert_allclose(fast.mean, plain.mean, atol=1e-6 * np.abs(plain.mean).max())
     assert fast.n_iters < 0.75 * plain.n_iters
+
+
+@pytest.mark.parametrize("point, fewer", [((0.5, 7.6), 0.75), ((1.0, 3.0), 0.5),
+                                          ((-0.4, 10.0), 0.75)])
+def test_accelerated_damped_laplace_matches_scikit_learn(benchmark_data, point, fewer):
+    """Damped Newton (ρ = 0.5) contracts by 1 − ρ per step near the mode; mixing removes
+    that rate. Reference: scikit-learn's Laplace evidence (logit, its own Newton run to
+    convergence). Measured at tol = 1e-10: 30 / 15 / 34 iterations against 49 / 41 / 50
+    plain, with 5 / 1 / 7 mixed steps rejected; the accelerated evidence within 1e-8 of
+    scikit-learn's at all three (the plain run's within 3e-6). At ρ = 1 (Newton) nothing
+    is mixed."""
+    X, y = benchmark_data
+    ls, var = np.exp(point[0]), np.exp(point[1])
+    gpc = GaussianProcessClassifier(ConstantKernel(var) * Matern(ls, nu=2.5), optimizer=None,
+                                    max_iter_predict=1000).fit(X, (y > 0).astype(int))
+    model = bnlab.GP(bnlab.kernels.Matern52(lengthscale=ls, variance=var),
+                     bnlab.likelihoods.Bernoulli("logit"))
+    run = lambda acc, rho=0.5: bnlab.infer(model, X, y, method="laplace", damping=rho,  # noqa: E731
+                                           tol=1e-10, max_iters=500, acceleration=acc)
+    fast, plain = run(True), run(False)
+    assert fast.converged and plain.converged and not fast.diverged
+    assert fast.log_marginal == pytest.approx(gpc.log_marginal_likelihood_value_, abs=3e-8)
+    assert plain.log_marginal == pytest.approx(gpc.log_marginal_likelihood_value_, abs=1e-5)
+    assert fast.n_iters < fewer * plain.n_iters
+    newton = run(True, 1.0)
+    assert newton.n_iters == run(False, 1.0).n_iters and bool(np.all(newton.trace.accepted[:newton.n_iters]))

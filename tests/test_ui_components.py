@@ -152,7 +152,7 @@ def test_step_control_reaches_the_elbo_optimum_where_fixed_step_vi_cycles():
     assert "backtrack" not in s.reasons() and "covariance" in s.reasons()
     assert "backtrack" in LabSettings(method="gkl").reasons()
     assert "accelerate" not in ep and "accelerate" not in s.reasons()
-    for method in ("vi_riemann", "laplace", "gkl"):
+    for method in ("vi_riemann", "laplace_gn", "gkl"):
         assert "accelerate" in LabSettings(method=method).reasons()
     # CVI's mixed steps are guarded by the ELBO test, EP's by a residual test
     assert "accelerate" in LabSettings(method="vi", backtrack=False).reasons()

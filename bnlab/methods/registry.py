@@ -2,6 +2,8 @@
 combinations that do not exist."""
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from .base import Method
 from .linearisation import pl2_gn_local, pl2_local, pl_local
 from .newton import laplace_gn_local, laplace_local, taylor_local
@@ -63,17 +65,38 @@ REUSES_ENERGY_PASS = frozenset({"vi", "vi_gn", "ep", "pep", "ep_like"})
 #: quasi-Newton or heuristic forms: their H is not the ELBO's, so no step size is
 #: guaranteed to increase it.
 ASCENDS_ELBO = frozenset({"vi", "vi_riemann", "ep_like"})
-#: The methods whose steps the engine may Anderson-mix (``Settings.accelerate``,
-#: ``bnlab.anderson``), with what guards a mixed step: "objective" — it must not lower
-#: the ELBO (the ``ASCENDS_ELBO`` methods, under the step control); "residual" — the
-#: plain step's relative change at the mixed iterate must not exceed the one at the
-#: current iterate (EP and Power EP, which ascend nothing). Not the Riemannian form: its
-#: point is that every iterate's site precisions stay PD (notes §1.17), which a linear
-#: extrapolation does not preserve; not the Laplace family (measured: the residual test
-#: rejects a third of the mixed steps at large σ² and the run gets slower); not the QN
-#: forms, whose BFGS state follows the plain path; the Gauss–Newton, PL and heuristic
-#: forms were not tried.
-ACCELERATED = {"vi": "objective", "ep_like": "objective", "ep": "residual", "pep": "residual"}
+
+
+class Mixing(NamedTuple):
+    """How the engine Anderson-mixes a method's steps (``Settings.accelerate``,
+    ``bnlab.anderson``)."""
+    guard: str                 # what a mixed step must pass: "objective" or "residual"
+    min_history: int = 1       # secant pairs (accepted steps since the history was last
+                               # cleared) needed before a step is mixed
+    damped_only: bool = False  # mix only when ρ < 1 (the undamped map is Newton's)
+
+
+#: The methods whose steps the engine may Anderson-mix, and how. Guards: "objective" — a
+#: mixed step must not lower the ELBO (the ``ASCENDS_ELBO`` methods, under the step
+#: control); "residual" — the plain step's relative change at the mixed iterate must not
+#: exceed the one at the current iterate (EP, Power EP and Laplace, which ascend nothing
+#: the engine evaluates).
+#: Laplace mixes only when damped: its undamped step is Newton's, which converges
+#: quadratically (mixing slowed it, 4.1 → 4.9 iterations per point on the surface
+#: benchmark's grid at ρ = 1), while near the mode the damped step contracts by only
+#: 1 − ρ, the linear rate mixing removes. And it mixes from two secant pairs on: with
+#: one, at large σ² the iteration alternated between a plain step and a rejected mixed
+#: one for tens of iterations. On that grid at ρ = 0.5 (benchmarks/README.md,
+#: "Surfaces"): cold runs 34.1 → 21.2 iterations on average with one pair, 17.9 with
+#: two; warm-started 24.2 → 9.2 and 8.8 (EP and CVI were 2–4 % slower with two).
+#: Not mixed: the Riemannian forms, whose point is that every iterate's site precisions
+#: stay PD (notes §1.17), which a linear extrapolation does not keep (laplace_riemann,
+#: tried: 12 % of that grid then diverged cold); laplace_gn and taylor (tried: more cold
+#: divergences, 8.8 → 9.8 and 10.9 %); the QN forms, whose BFGS state follows the plain
+#: path; the PL and heuristic forms (not tried).
+ACCELERATED = {"vi": Mixing("objective"), "ep_like": Mixing("objective"),
+               "ep": Mixing("residual"), "pep": Mixing("residual"),
+               "laplace": Mixing("residual", min_history=2, damped_only=True)}
 
 _NONEXISTENT = {
     "pep_gn": "there is no Power-EP Gauss–Newton method: Bonnet's and Price's theorems do "

@@ -84,9 +84,8 @@ class LabSettings(param.Parameterized):
         if self.method not in ACCELERATED:
             out["accelerate"] = (f"only for {', '.join(sorted(ACCELERATED))}: "
                                  "vi_riemann's point is a PD path mixing would not keep, "
-                                 "Laplace was measured slower with it, the other forms "
-                                 "are not mixed")
-        elif ACCELERATED[self.method] == "objective" and not self.backtrack:
+                                 "the other forms are not mixed")
+        elif ACCELERATED[self.method].guard == "objective" and not self.backtrack:
             out["accelerate"] = "needs the step control: the ELBO test is its safeguard"
         if self.method == "gkl" and self.covariance not in ("banded", "chevron", "subspace",
                                                              "factor_analysis"):

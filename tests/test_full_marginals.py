@@ -1,6 +1,7 @@
-"""The full-GP marginals against a dense numpy (K⁻¹ + Λ̄)⁻¹ = K(I + Λ̄K)⁻¹: both paths of
-``_variances_sqrt`` (the short form (1 − [B⁻¹]_nn)/λ_n and the solve it falls back to
-when some λ_n is zero, as at initialisation, or too small for the short form), and the
+"""The full-GP marginals against a dense numpy (K⁻¹ + Λ̄)⁻¹ = K(I + Λ̄K)⁻¹: the three paths
+of ``_variances_sqrt`` (the short form (1 − [B⁻¹]_nn)/λ_n, and the product form it
+falls back to where some λ_n is zero, as at initialisation, or too small for the short
+form: for those columns when they are few, else for all), and the
 prior-Cholesky form for site precisions of either sign and 2×2 site blocks; the
 triangular-aware products of ``dense_linalg`` against dense numpy products."""
 import jax.numpy as jnp
@@ -85,8 +86,11 @@ def test_prior_cholesky_form_with_two_latents():
                                rtol=1e-8, atol=1e-10)
 
 
-@pytest.mark.parametrize("smallest_site", [1.0, 1e-9, 0.0])
-def test_variances_equal_the_dense_posterior_covariance(smallest_site):
+@pytest.mark.parametrize("smallest_site, every", [(1.0, 7), (1e-9, 7), (0.0, 7), (1e-9, 40),
+                                                  (0.0, 40)])
+def test_variances_equal_the_dense_posterior_covariance(smallest_site, every):
+    """Every 7th site small: 43 > ``full.PATCHED_COLUMNS`` columns, all variances by the
+    product form; every 40th: 8, those columns patched, the rest by the short form."""
     rng = np.random.default_rng(1)
     n = 300
     X = np.sort(rng.uniform(-5, 5, n))[:, None]
@@ -94,7 +98,7 @@ def test_variances_equal_the_dense_posterior_covariance(smallest_site):
     params = model.init_params()
     prior = full.prepare(model, params, jnp.asarray(X))
     lam = rng.uniform(0.05, 2.0, n)
-    lam[::7] = smallest_site
+    lam[::every] = smallest_site
     sites = Sites(jnp.asarray(rng.standard_normal((n, 1))), jnp.asarray(lam[:, None, None]))
     marg = full.marginals(prior, sites)
     K = np.asarray(prior.K)

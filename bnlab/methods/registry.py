@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from ..anderson import DEPTH
 from .base import Method
 from .linearisation import pl2_gn_local, pl2_local, pl_local
 from .newton import laplace_gn_local, laplace_local, taylor_local
@@ -74,6 +75,7 @@ class Mixing(NamedTuple):
     min_history: int = 1       # secant pairs (accepted steps since the history was last
                                # cleared) needed before a step is mixed
     damped_only: bool = False  # mix only when ρ < 1 (the undamped map is Newton's)
+    depth: int = DEPTH         # secant pairs kept
 
 
 #: The methods whose steps the engine may Anderson-mix, and how. Guards: "objective" — a
@@ -89,12 +91,15 @@ class Mixing(NamedTuple):
 #: one for tens of iterations. On that grid at ρ = 0.5 (benchmarks/README.md,
 #: "Surfaces"): cold runs 34.1 → 21.2 iterations on average with one pair, 17.9 with
 #: two; warm-started 24.2 → 9.2 and 8.8 (EP and CVI were 2–4 % slower with two).
+#: CVI keeps ten secant pairs: on that grid 21.5 → 19.8 iterations warm-started (at
+#: most 175 → 128), 29.7 → 28.5 cold, against five (twenty: 19.4 and 28.6); EP was no
+#: faster with ten and Laplace slower (8.8 → 10.5 warm).
 #: Not mixed: the Riemannian forms, whose point is that every iterate's site precisions
 #: stay PD (notes §1.17), which a linear extrapolation does not keep (laplace_riemann,
 #: tried: 12 % of that grid then diverged cold); laplace_gn and taylor (tried: more cold
 #: divergences, 8.8 → 9.8 and 10.9 %); the QN forms, whose BFGS state follows the plain
 #: path; the PL and heuristic forms (not tried).
-ACCELERATED = {"vi": Mixing("objective"), "ep_like": Mixing("objective"),
+ACCELERATED = {"vi": Mixing("objective", depth=10), "ep_like": Mixing("objective", depth=10),
                "ep": Mixing("residual"), "pep": Mixing("residual"),
                "laplace": Mixing("residual", min_history=2, damped_only=True)}
 

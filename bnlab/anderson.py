@@ -19,9 +19,9 @@ test); for EP, Power EP and Laplace, which ascend nothing the engine evaluates, 
 plain step from the mixed iterate changes the sites less (``relative_norm``) than the
 plain step from the current one — a plain monotone form of the residual safeguard of
 Zhang, O'Donoghue & Boyd (2020). A rejected mixed step clears the history, and the
-next step is a plain one. Measured on
-that problem: CVI 417 → 88 iterations with ten secant pairs, 103 with five (689 → 59
-and 64 at ℓ = e^-1, σ² = e^10), EP 34 → 20 with five.
+next step is a plain one. Measured on that problem: CVI 417 → 88 iterations with ten
+secant pairs, 103 with five (689 → 59 and 64 at ℓ = e^-1, σ² = e^10), EP 34 → 20 with
+five.
 
 γ is a constant to differentiation (``stop_gradient``): learning's unrolled gradient
 runs the plain iteration, and the eigendecomposition's derivative is undefined at the

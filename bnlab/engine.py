@@ -26,11 +26,11 @@ mistaken for convergence. Off, ρ_k = ρ throughout and the iteration is the pap
 With ``Settings.accelerate`` (for CVI and 'ep_like' under the step control, for EP and
 Power EP, and for damped Laplace; ``registry.ACCELERATED``) the proposal is the
 Anderson-mixed iterate of the last few accepted steps (``bnlab.anderson``): a mixed step
-that lowers the ELBO (CVI), whose plain residual grows (EP, PEP, Laplace), or that leaves the
-posterior or an energy's cavity not PD, is rejected without halving ρ — it only clears
-the history, the next step is a plain one, and the run does not diverge on it. The
-fixed point is the same. On the surface benchmark's probit grid (n = 281, 441 points)
-CVI then converges everywhere in 20 iterations on average (66 without, 79 points
+that lowers the ELBO (CVI), whose plain residual grows (EP, PEP, Laplace), or that
+leaves the posterior or an energy's cavity not PD, is rejected without halving ρ — it
+only clears the history, the next step is a plain one, and the run does not diverge on
+it. The fixed point is the same. On the surface benchmark's probit grid (n = 281, 441
+points) CVI then converges everywhere in 20 iterations on average (66 without, 79 points
 unconverged after 200), EP in 8.8 (26.5), Laplace in 8.8 (24.2).
 
 If the new posterior is not positive definite the step is *rejected*: the state stays

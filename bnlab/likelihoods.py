@@ -186,8 +186,13 @@ class Bernoulli(Likelihood):
         return self._log_cdf(y * f[0])
 
     def conditional_moments(self, params, f):
-        p = ndtr(f[0]) if self.link == "probit" else jax.nn.sigmoid(f[0])
-        return jnp.reshape(2 * p - 1, (1,)), jnp.reshape(4 * p * (1 - p), (1, 1))
+        """E[y|f] = p − q and Var[y|f] = 4pq with p = P(y = 1|f), q = P(y = −1|f) each
+        from the link (q as Φ(−f) or σ(−f), not 1 − p, which rounds to 0 beyond
+        f ≈ 8.3 for probit and made the Gauss–Newton and Taylor residuals 0/0 at large
+        prior variances)."""
+        cdf = ndtr if self.link == "probit" else jax.nn.sigmoid
+        p, q = cdf(f[0]), cdf(-f[0])
+        return jnp.reshape(p - q, (1,)), jnp.reshape(4 * p * q, (1, 1))
 
     #: where log Φ(z) and log σ(z) bend (z = y f): they are flat beyond +6, nearly
     #: quadratic (probit) or linear (logit) beyond −6 and change on a unit scale between

@@ -48,6 +48,8 @@ def main():
     ap.add_argument("--ais-points", type=int, default=2)
     ap.add_argument("--overlay", action="store_true", help="time a full 7 × 7 AIS overlay")
     args = ap.parse_args()
+    if args.repeats < 1:
+        ap.error(f"--repeats must be at least 1, got {args.repeats}")
     X, y = synthetic_probit()
     probit = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.Bernoulli("probit"))
     logit = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.Bernoulli("logit"))

@@ -49,7 +49,7 @@ class History(NamedTuple):
     count: jnp.ndarray  # () how many rows are valid (the newest ``count``)
 
 
-def empty(size: int, depth: int = DEPTH) -> History:
+def empty(size: int, depth: int) -> History:
     zeros = jnp.zeros((depth, size))
     return History(zeros, zeros, jnp.asarray(0))
 

@@ -22,7 +22,8 @@ fixed ρ, CVI can settle into a two-cycle (a large prior variance with ρ = 0.5 
 whose last iterate is neither converged nor the ELBO's optimum; with the control it
 is an ascent method and converges. Convergence is judged on the change an undamped
 step would make: the max relative site change over ρ_k/ρ, so a reduced step is never
-mistaken for convergence. Off, ρ_k = ρ throughout and the iteration is the papers' fixed-step one.
+mistaken for convergence. Off, ρ_k = ρ throughout and the iteration is the papers'
+fixed-step one.
 With ``Settings.accelerate`` (for CVI and 'ep_like' under the step control, for EP and
 Power EP, and for damped Laplace; ``registry.ACCELERATED``) the proposal is the
 Anderson-mixed iterate of the last few accepted steps (``bnlab.anderson``): a mixed step
@@ -300,7 +301,8 @@ class Engine:
     def _extrapolated(self, state: State, x, residual, unravel, plain: Sites, settings):
         """(proposed sites, whether they are Anderson-mixed): the mixed iterate when
         ``accelerate`` is on (for the ELBO-guarded methods, with the step control, their
-        safeguard) and the history is not empty, else the plain damped step. Where the
+        safeguard), the history holds the method's ``Mixing.min_history`` secant pairs
+        and, for a ``damped_only`` method, ρ < 1; else the plain damped step. Where the
         method's sites are non-negative (CVI on a log-concave likelihood) the mixed
         precisions are clipped at 0, which the cheap √Λ̄ form of the marginals needs."""
         def mixed():

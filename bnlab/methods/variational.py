@@ -37,11 +37,11 @@ def expected_log_lik_derivatives(lik, rule, lik_params, y, mean, cov):
     theorem makes equal for the exact expectation, but not for a cubature: with
     Gauss–Hermite-20 and a wide q (prior variance e^5–e^10 under a probit likelihood,
     n = 281) the ∇²_m fixed point sat 0.5–30 nats below the maximum of the ELBO the
-    engine reports (measured against G-KL with the same rule). With the variance derivative CVI is
-    exactly natural-gradient ascent of that ELBO: its fixed point is the ELBO's
-    stationary point, G-KL's full-covariance optimum, at every variance; and for a
-    log-concave likelihood H ≤ 0 still holds under any symmetric rule (g' decreasing
-    makes Σ w_k g'(m + √C x_k) x_k ≤ 0). We follow the variance derivative."""
+    engine reports (measured against G-KL with the same rule). With the variance
+    derivative CVI is exactly natural-gradient ascent of that ELBO: its fixed point is
+    the ELBO's stationary point, G-KL's full-covariance optimum, at every variance; and
+    for a log-concave likelihood H ≤ 0 still holds under any symmetric rule (g'
+    decreasing makes Σ w_k g'(m + √C x_k) x_k ≤ 0). We follow the variance derivative."""
     value, (grad_m, grad_C) = jax.value_and_grad(
         lambda m, C: lik.expected_log_prob(lik_params, y, m, C, rule), argnums=(0, 1))(mean, cov)
     return value, grad_m, grad_C + grad_C.T

@@ -23,7 +23,7 @@ import numpy as np
 from jax.scipy.special import gammaln, logsumexp, ndtr
 
 from . import cubature
-from .special import log_ndtr
+from .special import log_ndtr, ndtr_pair
 
 __all__ = ["Likelihood", "Gaussian", "Bernoulli", "Poisson", "StudentT", "Laplace",
            "Heteroscedastic", "Product", "LIKELIHOODS"]
@@ -189,9 +189,11 @@ class Bernoulli(Likelihood):
         """E[y|f] = p − q and Var[y|f] = 4pq with p = P(y = 1|f), q = P(y = −1|f) each
         from the link (q as Φ(−f) or σ(−f), not 1 − p, which rounds to 0 beyond
         f ≈ 8.3 for probit and made the Gauss–Newton and Taylor residuals 0/0 at large
-        prior variances)."""
-        cdf = ndtr if self.link == "probit" else jax.nn.sigmoid
-        p, q = cdf(f[0]), cdf(-f[0])
+        prior variances; for probit both from one erfc, ``special.ndtr_pair``)."""
+        if self.link == "probit":
+            p, q = ndtr_pair(f[0])
+        else:
+            p, q = jax.nn.sigmoid(f[0]), jax.nn.sigmoid(-f[0])
         return jnp.reshape(p - q, (1,)), jnp.reshape(4 * p * q, (1, 1))
 
     #: where log Φ(z) and log σ(z) bend (z = y f): they are flat beyond +6, nearly

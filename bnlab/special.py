@@ -33,7 +33,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-__all__ = ["log_ndtr"]
+__all__ = ["log_ndtr", "ndtr_pair"]
 
 _TAIL = -30.0
 _HALF_LOG_2PI = 0.9189385332046727
@@ -83,3 +83,15 @@ def _log_ndtr_jvp(primals, tangents):
     mills = jnp.where(tail, -x_tail / (1.0 + _tail_series(x_tail)),
                       jnp.exp(-0.5 * x_body * x_body - jnp.where(tail, 0.0, value) - _HALF_LOG_2PI))
     return value, dx * mills
+
+
+def ndtr_pair(x):
+    """(Φ(x), Φ(−x)) from one ``erfc``: the smaller of the two is ½ erfc(|x|/√2),
+    relatively accurate in its tail, the other one minus it (≥ ½, so no cancellation).
+    ``jax.scipy.special.ndtr`` evaluates both ``erf`` and ``erfc`` per call, so the
+    pair cost four."""
+    x = jnp.asarray(x)
+    small = 0.5 * jax.lax.erfc(jnp.abs(x) * 0.7071067811865476)
+    large = 1.0 - small
+    upper = x >= 0
+    return jnp.where(upper, large, small), jnp.where(upper, small, large)

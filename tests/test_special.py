@@ -5,7 +5,7 @@ from scipy.special import log_ndtr as scipy_log_ndtr
 from scipy.stats import norm
 
 import bnlab  # noqa: F401  (float64)
-from bnlab.special import log_ndtr
+from bnlab.special import log_ndtr, ndtr_pair
 
 # both sides of every branch boundary (0, −30) and far into the tail
 X = np.concatenate([np.linspace(-1000.0, -31.0, 400), np.linspace(-31.0, 40.0, 20001),
@@ -47,3 +47,12 @@ def test_second_derivative_matches_closed_form():
 def test_gradients_finite_everywhere():
     for f in (jax.grad(log_ndtr), jax.grad(jax.grad(log_ndtr))):
         assert np.all(np.isfinite(np.asarray(jax.jit(jax.vmap(f))(X))))
+
+
+def test_ndtr_pair_matches_scipy_in_both_tails():
+    x = np.linspace(-38.0, 38.0, 20001)
+    p, q = (np.asarray(v) for v in jax.jit(ndtr_pair)(x))
+    np.testing.assert_allclose(p, norm.cdf(x), rtol=1e-13, atol=1e-300)
+    np.testing.assert_allclose(q, norm.sf(x), rtol=1e-13, atol=1e-300)
+    dp = np.asarray(jax.jit(jax.vmap(jax.grad(lambda v: ndtr_pair(v)[0])))(x))
+    np.testing.assert_allclose(dp, norm.pdf(x), rtol=1e-12, atol=1e-300)

@@ -218,9 +218,11 @@ class Bernoulli(Likelihood):
         return super().log_expected_power(params, y, mean, cov, alpha, rule)
 
     def predictive_moments(self, params, mean, cov, rule):
+        """Probit: p = Φ(m/√(1 + v)) (R&W eq. 3.82), as in ``conditional_moments``
+        with q = Φ(−m/√(1 + v)) from the same erfc, not 1 − p."""
         if self.link == "probit":
-            p = ndtr(mean[0] / jnp.sqrt(1.0 + cov[0, 0]))
-            return 2 * p - 1, 4 * p * (1 - p)
+            p, q = ndtr_pair(mean[0] / jnp.sqrt(1.0 + cov[0, 0]))
+            return p - q, 4 * p * q
         return super().predictive_moments(params, mean, cov, rule)
 
     def validate_targets(self, y):

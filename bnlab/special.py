@@ -48,7 +48,7 @@ def log_ndtr(x):
     # each branch gets an input it is valid on, so no branch makes a NaN gradient
     x_body = jnp.where(tail, _TAIL, x)
     upper = x_body >= 0
-    p = 0.5 * jax.lax.erfc(jnp.abs(x_body) * 0.7071067811865476)   # Φ(−|x|)
+    p = _phi_minus_abs(x_body)
     x_tail = jnp.where(tail, x, _TAIL)
     # one log for all three branches: log Φ(x) = log(1 − p), log p, or
     # −x²/2 − ½ log 2π − log(−x / (1 + series))
@@ -56,6 +56,11 @@ def log_ndtr(x):
                                 jnp.where(upper, 1.0 - p, p)))
     return jnp.where(tail, -0.5 * x_tail * x_tail - _HALF_LOG_2PI - log_arg,
                      jnp.where(upper & (p < _SERIES_BELOW), _log1m_series(p), log_arg))
+
+
+def _phi_minus_abs(x):
+    """Φ(−|x|) = ½ erfc(|x|/√2), relatively accurate however small."""
+    return 0.5 * jax.lax.erfc(jnp.abs(x) * 0.7071067811865476)
 
 
 def _log1m_series(p):
@@ -91,7 +96,7 @@ def ndtr_pair(x):
     ``jax.scipy.special.ndtr`` evaluates both ``erf`` and ``erfc`` per call, so the
     pair cost four."""
     x = jnp.asarray(x)
-    small = 0.5 * jax.lax.erfc(jnp.abs(x) * 0.7071067811865476)
+    small = _phi_minus_abs(x)
     large = 1.0 - small
     upper = x >= 0
     return jnp.where(upper, large, small), jnp.where(upper, small, large)

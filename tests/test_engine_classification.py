@@ -267,3 +267,16 @@ def test_joint_covariance_matches_dense_inverse(structure):
     res = bnlab.infer(model, X, y, method="ep")
     _, C = posterior_from_sites(K, np.asarray(res.sites.prec[:, 0, 0]), np.asarray(res.sites.nat1[:, 0]))
     np.testing.assert_allclose(res.joint_covariance(3, 17), C[np.ix_([3, 17], [3, 17])], atol=1e-9)
+
+
+def test_bernoulli_probit_predictive_moments_in_the_tails():
+    """E[y*] = p − q, Var[y*] = 4pq with p = Φ(m/√(1 + v)) (R&W eq. 3.82) against
+    scipy's ndtr, out to m/√(1 + v) = ±30, where 4p(1 − p) would round to 0."""
+    from scipy.special import ndtr
+    lik = bnlab.likelihoods.Bernoulli("probit")
+    for m in (-60.0, -17.0, -2.0, 0.0, 4.0, 17.0, 60.0):
+        z = m / np.sqrt(1.0 + 3.0)
+        mean, var = lik.predictive_moments({}, np.array([m]), np.array([[3.0]]), None)
+        p, q = ndtr(z), ndtr(-z)
+        assert float(var) == pytest.approx(4 * p * q, rel=1e-12) and var > 0
+        assert float(mean) == pytest.approx(p - q, rel=1e-14)

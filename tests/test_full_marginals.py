@@ -3,14 +3,16 @@ of ``_variances_sqrt`` (the short form (1 − [B⁻¹]_nn)/λ_n, and the product
 falls back to where some λ_n is zero, as at initialisation, or too small for the short
 form: for those columns when they are few, else for all), and the
 prior-Cholesky form for site precisions of either sign and 2×2 site blocks; the
-triangular-aware products of ``dense_linalg`` against dense numpy products."""
+triangular-aware products and solves of ``dense_linalg`` against dense numpy ones."""
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import bnlab
 from bnlab.models import full
-from bnlab.models.dense_linalg import lower_gram, lower_product, lower_triangular_inverse
+from bnlab.models.dense_linalg import (lower_gram, lower_solve, lower_solve_lower,
+                                      lower_transpose_times, lower_triangular_inverse,
+                                      times_lower)
 from bnlab.sites import Sites
 
 
@@ -26,16 +28,31 @@ def test_recursive_triangular_inverse_is_the_inverse():
 @pytest.mark.parametrize("n, block", [(301, 1), (300, 2), (129, 1)])
 def test_triangular_products_equal_the_dense_products(n, block):
     rng = np.random.default_rng(n)
-    A, L = np.tril(rng.standard_normal((n, n))), np.tril(rng.standard_normal((n, n)))
-    product = np.asarray(lower_product(jnp.asarray(A), jnp.asarray(L)))
-    np.testing.assert_allclose(product, A @ L, rtol=0, atol=1e-12)
-    assert np.all(np.triu(product, 1) == 0)
+    A, L = rng.standard_normal((n + 3, n)), np.tril(rng.standard_normal((n, n)))
+    np.testing.assert_allclose(np.asarray(times_lower(jnp.asarray(A), jnp.asarray(L))),
+                               A @ L, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(lower_transpose_times(jnp.asarray(L), jnp.asarray(A.T))),
+                               L.T @ A.T, rtol=0, atol=1e-12)
     blocks = rng.standard_normal((n // block, block, block))
     Lam = np.zeros((n, n))
     for i, b in enumerate(blocks + blocks.transpose(0, 2, 1)):
         Lam[i * block:(i + 1) * block, i * block:(i + 1) * block] = b
     gram = np.asarray(lower_gram(jnp.asarray(L), jnp.asarray(Lam @ L), block))
     np.testing.assert_allclose(gram, L.T @ Lam @ L, rtol=0, atol=1e-11)
+
+
+@pytest.mark.parametrize("n", [31, 301, 700])
+def test_recursive_triangular_solves_equal_numpy_solves(n):
+    """700 > 600 takes the large-factor leaves (``inverse_leaf``)."""
+    rng = np.random.default_rng(n)
+    A = rng.standard_normal((n, n))
+    L = np.linalg.cholesky(A @ A.T + n * np.eye(n))
+    R, Z = np.tril(rng.standard_normal((n, n))), rng.standard_normal((n, 5))
+    X = np.asarray(lower_solve_lower(jnp.asarray(L), jnp.asarray(R)))
+    np.testing.assert_allclose(X, np.linalg.solve(L, R), rtol=0, atol=1e-13)
+    assert np.all(np.triu(X, 1) == 0)
+    np.testing.assert_allclose(np.asarray(lower_solve(jnp.asarray(L), jnp.asarray(Z))),
+                               np.linalg.solve(L, Z), rtol=0, atol=1e-13)
 
 
 def _dense_posterior(K, Lam):

@@ -9,12 +9,18 @@ the known zero blocks are never multiplied:
 ``lower_triangular_inverse``  [[A, 0], [C, D]]⁻¹ = [[A⁻¹, 0], [−D⁻¹ C A⁻¹, D⁻¹]],
                               N³/3 flops (at N = 1000: 11 ms against 34 ms for the
                               solve against I, a Cholesky being 13 ms);
-``lower_product``             the product of two lower-triangular matrices, 2N³/3
-                              flops instead of a dense product's 2N³;
+``times_lower``               AL for lower-triangular L, mN² flops instead of 2mN²;
+``lower_transpose_times``     LᵀA for lower-triangular L, N²k flops instead of 2N²k;
 ``lower_gram``                LᵀM for lower-triangular L and M = Λ̄L with block-diagonal
-                              symmetric Λ̄, a symmetric matrix, in 2N³/3 flops.
+                              symmetric Λ̄, a symmetric matrix, in N³/2 flops;
+``lower_solve``               L⁻¹Z for a general N×k right-hand side, N²k flops, most of
+                              them in products;
+``lower_solve_lower``         L⁻¹R for a lower-triangular right-hand side R (the result is
+                              lower-triangular), N³/3 flops instead of the N³ of a solve
+                              that ignores R's zeros.
 The recursion is unrolled at trace time. Leaves are dense; ``lower_triangular_inverse``
-stops at 32 rows up to N = 600, else at ``LEAF`` (``inverse_leaf``); the products at ``LEAF``.
+stops at 32 rows up to N = 600, the solves at 64 (``inverse_leaf``, ``solve_leaf``), both
+at ``LEAF`` above; the products at ``LEAF``.
 """
 from __future__ import annotations
 
@@ -41,6 +47,14 @@ def inverse_leaf(n: int) -> int:
     return 32 if n <= 600 else LEAF
 
 
+def solve_leaf(n: int) -> int:
+    """Leaf size of ``lower_solve`` and ``lower_solve_lower`` for an N×N factor. The
+    solve of pl2's prior-Cholesky form (``lower_solve_lower`` at N×N) in Choleskys, one
+    call each, alternately (tenth session): leaves of 16/32/64/128 rows 2.27/1.83/1.55/
+    1.53 at N = 200, 1.60/1.57/1.25/1.42 at N = 500, 1.34/1.40/1.21/1.14 at N = 1000."""
+    return 64 if n <= 600 else LEAF
+
+
 def lower_triangular_inverse(L, leaf: int | None = None):
     """L⁻¹ for a lower-triangular (N, N) L."""
     n = L.shape[0]
@@ -54,16 +68,26 @@ def lower_triangular_inverse(L, leaf: int | None = None):
     return jnp.block([[A_inv, jnp.zeros((h, n - h), L.dtype)], [lower_left, D_inv]])
 
 
-def lower_product(A, B):
-    """AB for lower-triangular (N, N) A and B (lower-triangular too):
-    [[A₁₁, 0], [A₂₁, A₂₂]]·[[B₁₁, 0], [B₂₁, B₂₂]] = [[A₁₁B₁₁, 0], [A₂₁B₁₁ + A₂₂B₂₁, A₂₂B₂₂]]."""
-    n = A.shape[0]
+def times_lower(A, L):
+    """AL for any (m, N) A and lower-triangular (N, N) L:
+    [A₁, A₂]·[[L₁₁, 0], [L₂₁, L₂₂]] = [A₁L₁₁ + A₂L₂₁, A₂L₂₂]."""
+    n = L.shape[0]
     if n <= LEAF:
-        return A @ B
+        return A @ L
     h = _split(n)
-    lower_left = A[h:, :h] @ B[:h, :h] + A[h:, h:] @ B[h:, :h]
-    return jnp.block([[lower_product(A[:h, :h], B[:h, :h]), jnp.zeros((h, n - h), A.dtype)],
-                      [lower_left, lower_product(A[h:, h:], B[h:, h:])]])
+    left = times_lower(A[:, :h], L[:h, :h]) + A[:, h:] @ L[h:, :h]
+    return jnp.concatenate([left, times_lower(A[:, h:], L[h:, h:])], axis=1)
+
+
+def lower_transpose_times(L, A):
+    """LᵀA for lower-triangular (N, N) L and any (N, k) A:
+    [[L₁₁ᵀ, L₂₁ᵀ], [0, L₂₂ᵀ]]·[A₁; A₂] = [L₁₁ᵀA₁ + L₂₁ᵀA₂; L₂₂ᵀA₂]."""
+    n = L.shape[0]
+    if n <= LEAF:
+        return L.T @ A
+    h = _split(n)
+    top = lower_transpose_times(L[:h, :h], A[:h]) + L[h:, :h].T @ A[h:]
+    return jnp.concatenate([top, lower_transpose_times(L[h:, h:], A[h:])])
 
 
 def lower_gram(L, M, block: int = 1):
@@ -76,6 +100,36 @@ def lower_gram(L, M, block: int = 1):
         return L.T @ M
     h = _split(n, block)
     top_left = lower_gram(L[:h, :h], M[:h, :h], block) + L[h:, :h].T @ M[h:, :h]
-    lower_left = L[h:, h:].T @ M[h:, :h]
+    lower_left = lower_transpose_times(L[h:, h:], M[h:, :h])
     return jnp.block([[top_left, lower_left.T],
                       [lower_left, lower_gram(L[h:, h:], M[h:, h:], block)]])
+
+
+def lower_solve(L, Z, leaf: int | None = None):
+    """L⁻¹Z for a lower-triangular (N, N) L and any (N, k) Z, by forward substitution
+    on 2×2 blocks: X₁ = L₁₁⁻¹Z₁, X₂ = L₂₂⁻¹(Z₂ − L₂₁X₁)."""
+    n = L.shape[0]
+    leaf = solve_leaf(n) if leaf is None else leaf
+    if n <= leaf:
+        return solve_triangular(L, Z, lower=True)
+    h = _split(n)
+    top = lower_solve(L[:h, :h], Z[:h], leaf)
+    bottom = lower_solve(L[h:, h:], Z[h:] - L[h:, :h] @ top, leaf)
+    return jnp.concatenate([top, bottom])
+
+
+def lower_solve_lower(L, R, leaf: int | None = None):
+    """L⁻¹R for lower-triangular (N, N) L and R; the result X is lower-triangular:
+    [[L₁₁, 0], [L₂₁, L₂₂]]·[[X₁₁, 0], [X₂₁, X₂₂]] = [[R₁₁, 0], [R₂₁, R₂₂]] gives
+    X₁₁ = L₁₁⁻¹R₁₁, X₂₂ = L₂₂⁻¹R₂₂ (the same problem at half size) and
+    X₂₁ = L₂₂⁻¹(R₂₁ − L₂₁X₁₁) (``lower_solve``). A leaf's forward substitution on
+    R's zero rows gives exact zeros above the diagonal."""
+    n = L.shape[0]
+    leaf = solve_leaf(n) if leaf is None else leaf
+    if n <= leaf:
+        return solve_triangular(L, R, lower=True)
+    h = _split(n)
+    top_left = lower_solve_lower(L[:h, :h], R[:h, :h], leaf)
+    lower_left = lower_solve(L[h:, h:], R[h:, :h] - times_lower(L[h:, :h], top_left), leaf)
+    return jnp.block([[top_left, jnp.zeros((h, n - h), L.dtype)],
+                      [lower_left, lower_solve_lower(L[h:, h:], R[h:, h:], leaf)]])

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 from jax.scipy.linalg import cho_solve, solve_triangular
 
 from ..sites import Marginals, Sites
-from .dense_linalg import lower_gram, lower_product, lower_triangular_inverse
+from .dense_linalg import lower_gram, lower_solve_lower, lower_triangular_inverse
 
 __all__ = ["FullPrior", "prepare", "marginals", "marginals_nonnegative", "marginals_mean_only",
            "marginals_mean_only_nonnegative", "predict"]
@@ -133,16 +133,15 @@ def _whitened_precision(prior: FullPrior, sites: Sites):
 def _marginals_chol(prior: FullPrior, sites: Sites) -> Marginals:
     """The prior-Cholesky form with the *reversed* factorisation B = UUᵀ, U upper
     triangular (U = JLJ for JBJ = LLᵀ, J the reversal): then C = L_K B⁻¹ L_Kᵀ = WWᵀ with
-    W = L_K U⁻ᵀ a product of two lower-triangular matrices, lower-triangular itself.
-    Cholesky, triangular inverse and that product cost N³/3 + N³/3 + 2N³/3 flops, all
-    but the Cholesky as dense products (``dense_linalg``), against the N³-flop solve
-    L_B⁻¹L_Kᵀ and the dense 2N³-flop B of the forward form (pl2's step, which runs on
-    this form, went from 6.8–7.4 to 4.7–5.2 Choleskys at N = 1000, benchmarks/README.md)."""
+    W = L_K U⁻ᵀ lower-triangular, and JWᵀJ = L⁻¹(J L_Kᵀ J) is a triangular solve whose
+    right-hand side is lower-triangular too (``dense_linalg.lower_solve_lower``, N³/2
+    flops, mostly products). The Cholesky and that solve replace the N³-flop solve
+    L_B⁻¹L_Kᵀ of the forward form, and since the tenth session a triangular inverse and
+    a triangular product (N³/3 + 2N³/3 flops; benchmarks/README.md)."""
     N, D = sites.nat1.shape
     B = _whitened_precision(prior, sites)
     L_rev = jnp.linalg.cholesky(B[::-1, ::-1])
-    U_inv_T = lower_triangular_inverse(L_rev).T[::-1, ::-1]     # U⁻ᵀ, lower-triangular
-    W = lower_product(prior.chol_K, U_inv_T)                   # C = WWᵀ
+    W = lower_solve_lower(L_rev, prior.chol_K.T[::-1, ::-1]).T[::-1, ::-1]   # C = WWᵀ
     nu = sites.nat1.reshape(-1)
     mean = W @ (nu @ W)
     Wb = W.reshape(N, D, N * D)

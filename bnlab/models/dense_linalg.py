@@ -18,6 +18,9 @@ the known zero blocks are never multiplied:
 ``lower_solve_lower``         L⁻¹R for a lower-triangular right-hand side R (the result is
                               lower-triangular), N³/3 flops instead of the N³ of a solve
                               that ignores R's zeros.
+``column_sums``               1ᵀM as a matrix–vector product: XLA:CPU fuses ``jnp.sum``
+                              of a matrix product into one YNNPACK kernel 2.3–4× slower
+                              than the product alone.
 The recursion is unrolled at trace time. Leaves are dense; ``lower_triangular_inverse``
 stops at 32 rows up to N = 600, the solves at 64 (``inverse_leaf``, ``solve_leaf``), both
 at ``LEAF`` above; the products at ``LEAF``.
@@ -133,3 +136,12 @@ def lower_solve_lower(L, R, leaf: int | None = None):
     lower_left = lower_solve(L[h:, h:], R[h:, :h] - times_lower(L[h:, :h], top_left), leaf)
     return jnp.block([[top_left, jnp.zeros((h, n - h), L.dtype)],
                       [lower_left, lower_solve_lower(L[h:, h:], R[h:, h:], leaf)]])
+
+
+def column_sums(M):
+    """Σ_i M_ij, as the product 1ᵀM. ``jnp.sum(M, 0)`` where M is (an elementwise
+    function of) a matrix product is fused by XLA:CPU with that product into one
+    YNNPACK kernel much slower than the product alone; a matrix–vector product is not
+    (tenth session, N = 1000: ‖(AB)_:j‖² 97 ms against 23.6, the product alone 22.6;
+    Σ(AB ∘ A) 52 against 23.8; at N = 300 1.4 against 0.7)."""
+    return jnp.ones(M.shape[0], M.dtype) @ M

@@ -160,7 +160,7 @@ class Engine:
                                     else self.structure.marginals_mean_only)
         self.init = jax.jit(self.init_pure)
         self.propose = jax.jit(self.propose_pure)
-        self.step = jax.jit(self.step_pure)
+        self._step = jax.jit(self._step_without_prior)
         self._run = jax.jit(self.run_pure, static_argnames=("trace_length",))
         self.predict = jax.jit(self.predict_pure)
         self.log_predictive = jax.jit(self.log_predictive_pure)
@@ -317,6 +317,18 @@ class Engine:
         if self.accelerated.guard == "objective":
             use = use & settings.backtrack
         return jax.lax.cond(use, mixed, lambda: plain), use
+
+    def step(self, params, X, y, settings, state: State):
+        """Jitted ``step_pure``. The prior passes through a step unchanged, and returning
+        it from the compiled call would copy its N×N factors (26 µs at N = 200, 0.13
+        Choleskys; 1.25 ms at N = 1000), so the call leaves it out and it is put back
+        here."""
+        out, info = self._step(params, X, y, settings, state)
+        return out._replace(prior=state.prior), info
+
+    def _step_without_prior(self, params, X, y, settings, state: State):
+        out, info = self.step_pure(params, X, y, settings, state)
+        return out._replace(prior=None), info
 
     def run(self, params, X, y, settings, max_iters: int, sites=None):
         """Jitted ``run_pure``. ``max_iters`` is a run-time value: one compiled program

@@ -123,7 +123,7 @@ def _marginals_sqrt(prior: FullPrior, sites: Sites) -> Marginals:
 
 def _whitened_precision(prior: FullPrior, sites: Sites):
     """B = I + L_Kᵀ Λ̄ L_K, the posterior precision in the prior's whitened coordinates,
-    by the triangular-aware product (2N³/3 flops, ``dense_linalg.lower_gram``). Its
+    by the triangular-aware product (N³/2 flops, ``dense_linalg.lower_gram``). Its
     off-diagonal blocks are symmetric by construction; ``jnp.linalg.cholesky``
     symmetrises its input, which takes care of the round-off in the diagonal leaves."""
     N, D = sites.nat1.shape
@@ -135,10 +135,11 @@ def _marginals_chol(prior: FullPrior, sites: Sites) -> Marginals:
     """The prior-Cholesky form with the *reversed* factorisation B = UUᵀ, U upper
     triangular (U = JLJ for JBJ = LLᵀ, J the reversal): then C = L_K B⁻¹ L_Kᵀ = WWᵀ with
     W = L_K U⁻ᵀ lower-triangular, and JWᵀJ = L⁻¹(J L_Kᵀ J) is a triangular solve whose
-    right-hand side is lower-triangular too (``dense_linalg.lower_solve_lower``, N³/2
-    flops, mostly products). The Cholesky and that solve replace the N³-flop solve
-    L_B⁻¹L_Kᵀ of the forward form, and since the tenth session a triangular inverse and
-    a triangular product (N³/3 + 2N³/3 flops; benchmarks/README.md)."""
+    right-hand side is lower-triangular too (``dense_linalg.lower_solve_lower``, N³/3
+    flops, mostly in products). That solve replaces the N³-flop solve L_B⁻¹L_Kᵀ of the
+    forward form and, before the tenth session here, a triangular inverse followed by a
+    triangular product (N³/3 + 2N³/3 flops; pl2's step at N = 1000 went from 4.0–4.2 to
+    3.4–3.6 Choleskys, benchmarks/README.md)."""
     N, D = sites.nat1.shape
     B = _whitened_precision(prior, sites)
     L_rev = jnp.linalg.cholesky(B[::-1, ::-1])

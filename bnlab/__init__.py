@@ -3,6 +3,10 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
+from .threads import limit_openblas_threads  # noqa: E402
+
+limit_openblas_threads()
+
 from . import cubature, datasets, kernels, likelihoods  # noqa: E402
 from .compiled import clear_compiled  # noqa: E402
 from .inference import InferenceResult, infer  # noqa: E402

@@ -108,3 +108,28 @@ def test_heteroscedastic_log_density_has_no_nan_where_the_noise_underflows():
     sd = np.log1p(np.exp(-30.0))
     assert float(near) == pytest.approx(-0.5 * (np.log(2 * np.pi) + 2 * np.log(sd) + (0.5 / sd) ** 2),
                                         rel=1e-12)
+
+
+@pytest.mark.parametrize("link", ["probit", "logit"])
+def test_bernoulli_power_expectation_shift_keeps_deep_tails_and_gradients(link):
+    """Bernoulli shifts log Σ w_i p(y|f_i)^α by the largest node value, known from the
+    link's monotonicity (``log_expectation_exp(node_max=...)``), not by the summands'
+    maximum. Against the maximum-shifted sum, where a plain sum underflows (log Z ≈
+    −1800 at m = −60) and where the Gaussian is wide, value and gradient in m."""
+    import jax
+    lik = Bernoulli(link)
+
+    def by_max(y, m, v, a):
+        f = cubature.sigma_points(RULE, m, v)
+        return jax.scipy.special.logsumexp(
+            jax.vmap(lambda fi: a * lik.log_prob({}, y, fi))(f) + jnp.log(RULE.weights))
+
+    for m, v, a, y in [(-60.0, 1e-4, 0.999, 1.0), (40.0, 1e4, 0.5, -1.0), (0.3, 2.0, 0.3, 1.0)]:
+        m_, v_ = jnp.array([m]), jnp.array([[v]])
+        ours = lik.log_expected_power({}, y, m_, v_, a, RULE)
+        ref = by_max(y, m_, v_, a)
+        assert np.isfinite(float(ours))
+        np.testing.assert_allclose(float(ours), float(ref), rtol=1e-13)
+        g_ours = jax.grad(lambda mm: lik.log_expected_power({}, y, mm, v_, a, RULE))(m_)
+        g_ref = jax.grad(lambda mm: by_max(y, mm, v_, a))(m_)
+        np.testing.assert_allclose(np.asarray(g_ours), np.asarray(g_ref), rtol=1e-11, atol=1e-14)

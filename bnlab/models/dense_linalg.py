@@ -10,7 +10,6 @@ the known zero blocks are never multiplied:
                               N³/3 flops (at N = 1000: 11 ms against 34 ms for the
                               solve against I, a Cholesky being 13 ms);
 ``times_lower``               AL for lower-triangular L, mN² flops instead of 2mN²;
-``lower_transpose_times``     LᵀA for lower-triangular L, N²k flops instead of 2N²k;
 ``lower_gram``                LᵀM for lower-triangular L and M = Λ̄L with block-diagonal
                               symmetric Λ̄, a symmetric matrix, in N³/2 flops;
 ``lower_solve``               L⁻¹Z for a general N×k right-hand side, N²k flops, most of
@@ -82,17 +81,6 @@ def times_lower(A, L):
     return jnp.concatenate([left, times_lower(A[:, h:], L[h:, h:])], axis=1)
 
 
-def lower_transpose_times(L, A):
-    """LᵀA for lower-triangular (N, N) L and any (N, k) A:
-    [[L₁₁ᵀ, L₂₁ᵀ], [0, L₂₂ᵀ]]·[A₁; A₂] = [L₁₁ᵀA₁ + L₂₁ᵀA₂; L₂₂ᵀA₂]."""
-    n = L.shape[0]
-    if n <= LEAF:
-        return L.T @ A
-    h = _split(n)
-    top = lower_transpose_times(L[:h, :h], A[:h]) + L[h:, :h].T @ A[h:]
-    return jnp.concatenate([top, lower_transpose_times(L[h:, h:], A[h:])])
-
-
 def lower_gram(L, M, block: int = 1):
     """LᵀM for lower-triangular (N, N) L and M = Λ̄L, Λ̄ block-diagonal with symmetric
     (block × block) blocks, so that M is lower-triangular up to its diagonal blocks and
@@ -103,9 +91,9 @@ def lower_gram(L, M, block: int = 1):
         return L.T @ M
     h = _split(n, block)
     top_left = lower_gram(L[:h, :h], M[:h, :h], block) + L[h:, :h].T @ M[h:, :h]
-    lower_left = lower_transpose_times(L[h:, h:], M[h:, :h])
-    return jnp.block([[top_left, lower_left.T],
-                      [lower_left, lower_gram(L[h:, h:], M[h:, h:], block)]])
+    upper_right = times_lower(M[h:, :h].T, L[h:, h:])           # (L₂₂ᵀM₂₁)ᵀ = M₂₁ᵀL₂₂
+    return jnp.block([[top_left, upper_right],
+                      [upper_right.T, lower_gram(L[h:, h:], M[h:, h:], block)]])
 
 
 def lower_solve(L, Z, leaf: int | None = None):

@@ -215,10 +215,8 @@ class Bernoulli(Likelihood):
         if self.expectations == "panels":
             return cubature.panel_log_expectation_exp(lambda z: alpha * self._log_cdf(z),
                                                       y * mean[0], cov[0, 0], self.BENDS)
-        # α log p(y|f) increases with y f: its largest node value is at the largest y f_i
-        top = jnp.max(y * cubature.sigma_points(rule, mean, cov)[:, 0])
         return cubature.log_expectation_exp(lambda f: alpha * self.log_prob(params, y, f),
-                                            rule, mean, cov, node_max=alpha * self._log_cdf(top))
+                                            rule, mean, cov, increasing=jnp.reshape(y, (1,)))
 
     def predictive_moments(self, params, mean, cov, rule):
         """Probit: p = Φ(m/√(1 + v)) (R&W eq. 3.82), as in ``conditional_moments``

@@ -113,7 +113,7 @@ def test_heteroscedastic_log_density_has_no_nan_where_the_noise_underflows():
 @pytest.mark.parametrize("link", ["probit", "logit"])
 def test_bernoulli_power_expectation_shift_keeps_deep_tails_and_gradients(link):
     """Bernoulli shifts log Σ w_i p(y|f_i)^α by the largest node value, known from the
-    link's monotonicity (``log_expectation_exp(node_max=...)``), not by the summands'
+    link's monotonicity (``log_expectation_exp(increasing=y)``), not by the summands'
     maximum. Against the maximum-shifted sum, where a plain sum underflows (log Z ≈
     −1800 at m = −60) and where the Gaussian is wide, value and gradient in m."""
     import jax

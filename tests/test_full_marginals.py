@@ -11,7 +11,7 @@ import pytest
 import bnlab
 from bnlab.models import full
 from bnlab.models.dense_linalg import (lower_gram, lower_solve, lower_solve_lower,
-                                      lower_triangular_inverse, times_lower)
+                                      lower_triangular_inverse, signed_cholesky, times_lower)
 from bnlab.sites import Sites
 
 
@@ -57,18 +57,46 @@ def _dense_posterior(K, Lam):
     return np.linalg.solve((np.eye(len(K)) + Lam @ K).T, K.T).T
 
 
-def test_prior_cholesky_form_for_site_precisions_of_either_sign():
-    rng = np.random.default_rng(2)
-    n = 300
+@pytest.mark.parametrize("n, positives", [(300, 0), (300, 137), (300, 300), (129, 64), (700, 351)])
+def test_signed_cholesky_factors_a_matrix_of_known_inertia(n, positives):
+    """M = Σ + GKG with positives first, as the full-GP marginals build it; 700 rows
+    take leaves where the sign changes inside a leaf and at a leaf boundary."""
+    rng = np.random.default_rng(n + positives)
+    A = rng.standard_normal((n, n))
+    K = A @ A.T / n + 0.1 * np.eye(n)
+    sign = np.where(np.arange(n) < positives, 1.0, -1.0)
+    g = np.sqrt(np.where(sign > 0, rng.uniform(0.1, 2.0, n), rng.uniform(0.0, 0.05, n)))
+    M = np.diag(sign) + g[:, None] * K * g
+    assert np.sum(np.linalg.eigvalsh(M) > 0) == positives    # the inertia of Σ
+    L = np.asarray(signed_cholesky(jnp.asarray(M), jnp.asarray(sign)))
+    assert np.all(np.triu(L, 1) == 0)
+    np.testing.assert_allclose(L @ np.diag(sign) @ L.T, M, rtol=0, atol=1e-12)
+    wrong = np.where(np.arange(n) < positives + 1, 1.0, -1.0)     # one sign too many
+    if positives < n:
+        assert not np.all(np.isfinite(np.asarray(signed_cholesky(jnp.asarray(M),
+                                                                  jnp.asarray(wrong)))))
+
+
+def _probit_prior(n, seed):
+    rng = np.random.default_rng(seed)
     X = np.sort(rng.uniform(-5, 5, n))[:, None]
     model = bnlab.GP(bnlab.kernels.Matern52(1.5, 2.0), bnlab.likelihoods.Bernoulli("probit"))
-    prior = full.prepare(model, model.init_params(), jnp.asarray(X))
+    return full.prepare(model, model.init_params(), jnp.asarray(X)), rng
+
+
+@pytest.mark.parametrize("negative_every, zero_every", [(9, None), (2, None), (3, 40), (3, 5)])
+def test_signed_form_for_site_precisions_of_either_sign(negative_every, zero_every):
+    """Every 9th or every other site negative; with zero sites, few (patched columns)
+    or many (every variance by the product form)."""
+    n = 300
+    prior, rng = _probit_prior(n, 2)
     lam = rng.uniform(0.05, 2.0, n)
-    lam[::9] = -0.03                      # the posterior stays PD, the W½ form cannot be used
+    lam[::negative_every] = -rng.uniform(0.001, 0.03, len(lam[::negative_every]))
+    if zero_every:
+        lam[1::zero_every] = 0.0
     nu = rng.standard_normal(n)
     marg = full.marginals(prior, Sites(jnp.asarray(nu[:, None]), jnp.asarray(lam[:, None, None])))
-    Lk = np.asarray(prior.chol_K)         # the form's prior: K plus its 1e-9 relative jitter
-    K = Lk @ Lk.T
+    K = np.asarray(prior.K)               # no jitter: the signed form never factors K
     C = _dense_posterior(K, np.diag(lam))
     assert bool(marg.psd)
     np.testing.assert_allclose(np.asarray(marg.cov[:, 0, 0]), np.diag(C), rtol=1e-9)

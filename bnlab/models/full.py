@@ -9,7 +9,13 @@ N(m, C) with C = (K⁻¹ + Λ̄)⁻¹ and m = C ν̄. K is never inverted. Two f
   m = K(ν̄ − s ∘ B⁻¹(s ∘ Kν̄)), log|I + KΛ̄| = 2 Σ log L_ii, and
   diag C = (1 − diag B⁻¹)/λ where that is accurate, else diag(K − VᵀV), V = L⁻¹ diag(s) K
   (for the sites where it is not).
-* **Prior-Cholesky form** (any sign of Λ̄, block-diagonal D×D sites): with
+* **Signed W½ form** (one latent, site precisions of either sign — pl2, and EP or
+  Laplace on non-log-concave likelihoods): with g = √|λ|, Σ = diag(sign λ), sites
+  sorted positive first, M = Σ + g gᵀ ∘ K = L Σ Lᵀ (``dense_linalg.signed_cholesky``);
+  the posterior is PD exactly when M has the inertia of Σ, and then every leading
+  block of M does too, so the factorisation exists without pivoting and a failed one
+  *is* the PSD diagnostic. K is neither inverted nor factored (``_signed_system``).
+* **Prior-Cholesky form** (block-diagonal D×D sites of any sign, D > 1): with
   K = L_K L_Kᵀ, B = I + L_Kᵀ Λ̄ L_K = UUᵀ (U upper-triangular), C = WWᵀ with
   W = L_K U⁻ᵀ lower-triangular. B is positive definite exactly when the posterior is,
   so a failed Cholesky *is* the PSD diagnostic (Sylvester: |B| = |I + KΛ̄|).
@@ -27,7 +33,8 @@ import jax.numpy as jnp
 from jax.scipy.linalg import cho_solve, solve_triangular
 
 from ..sites import Marginals, Sites
-from .dense_linalg import column_sums, lower_gram, lower_solve_lower, lower_triangular_inverse
+from .dense_linalg import (column_sums, lower_gram, lower_solve, lower_solve_lower,
+                           lower_triangular_inverse, signed_cholesky)
 
 __all__ = ["FullPrior", "prepare", "marginals", "marginals_nonnegative", "marginals_mean_only",
            "marginals_mean_only_nonnegative", "predict"]
@@ -59,16 +66,26 @@ def _block_diag_times(prec, M):
 PATCHED_COLUMNS = 16
 
 
-def _variances_sqrt(K, lam, s, L_inv):
-    """diag C for C = K − K S B⁻¹ S K, B = I + SKS = LLᵀ, S = diag(s), s = √λ.
+def _variances_sqrt(K, lam, s, L_inv, signed=None):
+    """diag C for C = K − K S B⁻¹ S K, B = I + SKS = LLᵀ, S = diag(s), s = √λ; with
+    ``signed = (σ, L)`` (the signed W½ form: σ = sign λ, s = √|λ|, B = Σ + SKS = LΣLᵀ)
+    the same with B⁻¹ = L⁻ᵀΣL⁻¹ and λ_n read as |λ_n|.
 
-    Since C = S⁻¹(I − B⁻¹)S⁻¹ when every λ_n > 0, C_nn = (1 − [B⁻¹]_nn)/λ_n needs only
-    L⁻¹ (N³/3 flops, see ``dense_linalg``) instead of the N³ flops of V = L⁻¹SK in
-    C_nn = K_nn − ‖V_:n‖² (R&W Alg. 3.2). The short form cancels when λ_n C_nn is tiny:
+    Since SCS = I − B⁻¹ (signed: Σ − ΣB⁻¹Σ) when every λ_n ≠ 0, C_nn = (1 − [B⁻¹]_nn)/λ_n
+    (signed: (σ_n − [B⁻¹]_nn)/|λ_n|) needs only L⁻¹ (N³/3 flops, see ``dense_linalg``)
+    instead of the N³ flops of V = L⁻¹SK in C_nn = K_nn − ‖V_:n‖² (R&W Alg. 3.2;
+    signed: Σ_k σ_k V_kn²). The short form cancels when |λ_n| C_nn is tiny:
     [B⁻¹]_nn carries an absolute error of about ε‖B‖ ≤ ε(1 + Σ λ_n K_nn), so it is
     trusted only where ε(1 + Σ λ_n K_nn)/(λ_n C_nn) ≤ 1e-7 (observed errors on the
     surface grid of benchmarks/surface.py were 100–1000× below this estimate, ≤ 7e-10
-    relative). Elsewhere — zero sites at initialisation, or the few sites with tiny λ_n
+    relative). Signed, B⁻¹ is not bounded by I: a factor with LΣLᵀ = B + ΔB,
+    |ΔB| ≲ ε|L||L|ᵀ, gives |δ[B⁻¹]_nn| = |uᵀΔBu| ≲ ε‖L‖²_F ‖L⁻¹‖² a_n for u = B⁻¹e_n,
+    a_n = Σ_k (L⁻¹)²_kn; the estimate takes ‖L⁻¹‖² ≈ max_k a_k, a lower bound (on
+    pl2's benchmark states at N = 500 and 1000 — half the sites negative — the
+    observed errors, ≤ 6e-11 relative against a dense solve, were 12–70× below it
+    and no column was flagged; ‖L⁻¹‖²_F instead, an upper bound, flagged 150–250
+    columns at N = 1000 and sent them all to the N³ product form).
+    Elsewhere — zero sites at initialisation, or the few sites with tiny λ_n
     at a large prior variance — C_nn = K_nn − ‖V_:n‖², for those columns only when they
     are at most ``PATCHED_COLUMNS`` (2N² flops each), else for all. V comes from the
     L⁻¹ at hand as one product, which XLA:CPU runs twice as fast as the triangular
@@ -76,16 +93,25 @@ def _variances_sqrt(K, lam, s, L_inv):
     mostly needs 1–7 such columns per step where σ² ≥ e^7 (measured at four points:
     ≥ 17 in ≤ 7 % of the steps). Under ``vmap`` the ``lax.switch`` evaluates every
     branch."""
-    B_inv_diag = jnp.einsum("ij,ij->j", L_inv, L_inv)     # column sums of squares
-    short = (1.0 - B_inv_diag) / lam
-    norm_B = 1.0 + jnp.sum(lam * jnp.diag(K))
-    estimate = jnp.finfo(K.dtype).eps * norm_B / (lam * short)
-    inaccurate = ~((lam > 0) & (short > 0) & (estimate <= 1e-7))
+    eps = jnp.finfo(K.dtype).eps
+    if signed is None:
+        weights = 1.0
+        short = (1.0 - jnp.einsum("ij,ij->j", L_inv, L_inv)) / lam
+        estimate = eps * (1.0 + jnp.sum(lam * jnp.diag(K))) / (lam * short)
+    else:
+        sign, L = signed
+        weights = sign[:, None]
+        squares = L_inv * L_inv
+        column_norms = column_sums(squares)                              # a_n
+        short = (sign - sign @ squares) / jnp.abs(lam)
+        estimate = (eps * jnp.sum(L * L) * jnp.max(column_norms) * column_norms
+                    / (jnp.abs(lam) * short))
+    inaccurate = ~((lam != 0) & (short > 0) & (estimate <= 1e-7))
     count = jnp.sum(inaccurate)
 
-    def squared_norms(K_columns):        # ‖L⁻¹ S K_:n‖² for the given columns
+    def squared_norms(K_columns):        # Σ_k σ_k (L⁻¹ S K_:n)_k² for the given columns
         V = L_inv @ (s[:, None] * K_columns)
-        return column_sums(V * V)          # not jnp.sum: 4× faster at N = 1000
+        return column_sums(weights * V * V)   # not jnp.sum: 4× faster at N = 1000
 
     def patched():
         idx = jnp.nonzero(inaccurate, size=PATCHED_COLUMNS, fill_value=0)[0]
@@ -121,6 +147,59 @@ def _marginals_sqrt(prior: FullPrior, sites: Sites) -> Marginals:
                      jnp.zeros((K.shape[0], 1, 1)))
 
 
+class _SignedSystem(NamedTuple):
+    """The signed W½ form in the sorted order (``perm``): K_p = K[perm][:, perm],
+    g = √|λ_p|, M = Σ + g gᵀ ∘ K_p = L Σ Lᵀ."""
+    perm: jnp.ndarray
+    lam: jnp.ndarray
+    sign: jnp.ndarray
+    g: jnp.ndarray
+    K: jnp.ndarray
+    L: jnp.ndarray
+
+
+def _signed_system(prior: FullPrior, sites: Sites) -> _SignedSystem:
+    """Factor M = Σ + GKG, G = diag(√|λ|), Σ = diag(sign λ) (zero sites count as
+    positive), for C = (K⁻¹ + Λ̄)⁻¹ = K − KGM⁻¹GK with Λ̄ = GΣG of either sign.
+
+    Inertia (Haynsworth, the block matrix [[K⁻¹, G], [G, −Σ]] read through either Schur
+    complement): K⁻¹ + Λ̄ is positive definite exactly when M has the inertia of Σ.
+    With the positive sites first, every leading block M_S of M also has the inertia
+    of Σ_S when the posterior is PD: M_S is the M of the sub-problem with prior K_SS
+    and the sites on S, which is the marginal on S of the posterior without the
+    (negative) sites outside S, and dropping negative sites only adds precision.
+    So ``signed_cholesky`` needs no pivoting, fails (NaN) exactly when the posterior is
+    not PD, and |I + KΛ̄| = |Σ||M| = |L|². Unlike the prior-Cholesky form it needs
+    neither K's Cholesky factor nor its jitter, and it costs one N³/3 factorisation
+    instead of three N³/3-class passes (B = I + L_KᵀΛ̄L_K, its Cholesky, the solve)."""
+    lam = sites.prec[:, 0, 0]
+    perm = jnp.argsort(lam < 0, stable=True)
+    lam_p = lam[perm]
+    sign = jnp.where(lam_p < 0, -1.0, 1.0).astype(lam.dtype)
+    g = jnp.sqrt(jnp.abs(lam_p))
+    K = prior.K[perm[:, None], perm[None, :]]
+    L = signed_cholesky(jnp.diag(sign) + g[:, None] * K * g[None, :], sign)
+    return _SignedSystem(perm, lam_p, sign, g, K, L)
+
+
+def _marginals_signed(prior: FullPrior, sites: Sites) -> Marginals:
+    """The signed W½ form with variances (``_signed_system``), like ``_marginals_sqrt``:
+    M⁻¹ = L⁻ᵀΣL⁻¹ from the triangular inverse, which also gives the variances."""
+    system = _signed_system(prior, sites)
+    K, g, sign = system.K, system.g, system.sign
+    L_inv = lower_triangular_inverse(system.L)
+    nu = sites.nat1[:, 0]
+    Knu = K @ nu[system.perm]
+    mean_p = Knu - K @ (g * ((sign * (L_inv @ (g * Knu))) @ L_inv))
+    var_p = _variances_sqrt(K, system.lam, g, L_inv, (sign, system.L))
+    unsort = jnp.argsort(system.perm)
+    mean, var = mean_p[unsort], var_p[unsort]
+    log_norm = 0.5 * nu @ mean - jnp.sum(jnp.log(jnp.diag(system.L)))
+    psd = jnp.all(jnp.isfinite(system.L)) & jnp.all(var > 0)
+    return Marginals(mean[:, None], var[:, None, None], log_norm, psd,
+                     jnp.zeros((K.shape[0], 1, 1)))
+
+
 def _whitened_precision(prior: FullPrior, sites: Sites):
     """B = I + L_Kᵀ Λ̄ L_K, the posterior precision in the prior's whitened coordinates,
     by the triangular-aware product (N³/2 flops, ``dense_linalg.lower_gram``). Its
@@ -132,14 +211,14 @@ def _whitened_precision(prior: FullPrior, sites: Sites):
 
 
 def _marginals_chol(prior: FullPrior, sites: Sites) -> Marginals:
-    """The prior-Cholesky form with the *reversed* factorisation B = UUᵀ, U upper
+    """The prior-Cholesky form (D > 1 latents) with the *reversed* factorisation B = UUᵀ, U upper
     triangular (U = JLJ for JBJ = LLᵀ, J the reversal): then C = L_K B⁻¹ L_Kᵀ = WWᵀ with
     W = L_K U⁻ᵀ lower-triangular, and JWᵀJ = L⁻¹(J L_Kᵀ J) is a triangular solve whose
     right-hand side is lower-triangular too (``dense_linalg.lower_solve_lower``, N³/3
     flops, mostly in products). That solve replaces the N³-flop solve L_B⁻¹L_Kᵀ of the
     forward form and, before the tenth session here, a triangular inverse followed by a
-    triangular product (N³/3 + 2N³/3 flops; pl2's step at N = 1000 went from 4.0–4.2 to
-    3.4–3.6 Choleskys, benchmarks/README.md)."""
+    triangular product (N³/3 + 2N³/3 flops; benchmarks/README.md, tenth session, when
+    pl2 with one latent still took this form)."""
     N, D = sites.nat1.shape
     B = _whitened_precision(prior, sites)
     L_rev = jnp.linalg.cholesky(B[::-1, ::-1])
@@ -170,6 +249,21 @@ def _mean_only_sqrt(prior: FullPrior, sites: Sites) -> Marginals:
                      jnp.zeros((N, 1, 1)))
 
 
+def _mean_only_signed(prior: FullPrior, sites: Sites) -> Marginals:
+    """``_marginals_signed`` without the variances: m = Kν̄ − KGM⁻¹GKν̄ with
+    M⁻¹ = L⁻ᵀΣL⁻¹ by two triangular solves (cov is NaN)."""
+    system = _signed_system(prior, sites)
+    K, g, L = system.K, system.g, system.L
+    nu = sites.nat1[:, 0]
+    Knu = K @ nu[system.perm]
+    w = system.sign * solve_triangular(L, g * Knu, lower=True)
+    mean = (Knu - K @ (g * solve_triangular(L, w, lower=True, trans="T")))[jnp.argsort(system.perm)]
+    log_norm = 0.5 * nu @ mean - jnp.sum(jnp.log(jnp.diag(L)))
+    N = K.shape[0]
+    return Marginals(mean[:, None], jnp.full((N, 1, 1), jnp.nan), log_norm,
+                     jnp.all(jnp.isfinite(L)), jnp.zeros((N, 1, 1)))
+
+
 def _mean_only_chol(prior: FullPrior, sites: Sites) -> Marginals:
     """``_marginals_chol`` without the covariance blocks: m = L_K L_B⁻ᵀ L_B⁻¹ L_Kᵀ ν̄."""
     N, D = sites.nat1.shape
@@ -190,7 +284,7 @@ def marginals_mean_only(prior: FullPrior, sites: Sites) -> Marginals:
     forms): it saves the N³ solve that the marginal variances cost."""
     if sites.nat1.shape[1] > 1:
         return _mean_only_chol(prior, sites)
-    return jax.lax.cond(_use_sqrt_form(sites), _mean_only_sqrt, _mean_only_chol, prior, sites)
+    return jax.lax.cond(_use_sqrt_form(sites), _mean_only_sqrt, _mean_only_signed, prior, sites)
 
 
 def marginals_mean_only_nonnegative(prior: FullPrior, sites: Sites) -> Marginals:
@@ -207,7 +301,7 @@ def marginals(prior: FullPrior, sites: Sites) -> Marginals:
     """Posterior marginals q(f_n) = N(m_n, C_nn) and log_norm for the given sites."""
     if sites.nat1.shape[1] > 1:
         return _marginals_chol(prior, sites)
-    return jax.lax.cond(_use_sqrt_form(sites), _marginals_sqrt, _marginals_chol, prior, sites)
+    return jax.lax.cond(_use_sqrt_form(sites), _marginals_sqrt, _marginals_signed, prior, sites)
 
 
 def marginals_nonnegative(prior: FullPrior, sites: Sites) -> Marginals:
@@ -224,6 +318,13 @@ def _predict_sqrt(prior, sites, mean, Ks, kss):
     L = jnp.linalg.cholesky(jnp.eye(prior.K.shape[0]) + s[:, None] * prior.K * s[None, :])
     V = solve_triangular(L, s[:, None] * Ks, lower=True)
     return kss - jnp.sum(V**2, 0)[:, None, None]
+
+
+def _predict_signed(prior, sites, mean, Ks, kss):
+    """C** = k** − K*ᵀGM⁻¹GK* = k** − VᵀΣV, V = L⁻¹GK* (``_signed_system``)."""
+    system = _signed_system(prior, sites)
+    V = solve_triangular(system.L, system.g[:, None] * Ks[system.perm], lower=True)
+    return kss - (system.sign @ (V * V))[:, None, None]
 
 
 def _predict_chol(prior, sites, mean, Ks, kss):
@@ -250,6 +351,6 @@ def predict(model, params, X, prior: FullPrior, sites: Sites, marg: Marginals, X
     if D > 1:
         cov = _predict_chol(prior, sites, mean, Ks, kss)
     else:
-        cov = jax.lax.cond(_use_sqrt_form(sites), _predict_sqrt, _predict_chol,
+        cov = jax.lax.cond(_use_sqrt_form(sites), _predict_sqrt, _predict_signed,
                            prior, sites, mean, Ks, kss)
     return mean, cov

@@ -1,9 +1,10 @@
 """The full-GP marginals against a dense numpy (K⁻¹ + Λ̄)⁻¹ = K(I + Λ̄K)⁻¹: the three paths
 of ``_variances_sqrt`` (the short form (1 − [B⁻¹]_nn)/λ_n, and the product form it
 falls back to where some λ_n is zero, as at initialisation, or too small for the short
-form: for those columns when they are few, else for all), and the
-prior-Cholesky form for site precisions of either sign and 2×2 site blocks; the
-triangular-aware products and solves of ``dense_linalg`` against dense numpy ones."""
+form: for those columns when they are few, else for all), the signed W½ form for site
+precisions of either sign (and its factor, ``dense_linalg.signed_cholesky``), the
+prior-Cholesky form for 2×2 site blocks; the triangular-aware products and solves of
+``dense_linalg`` against dense numpy ones."""
 import jax.numpy as jnp
 import numpy as np
 import pytest

@@ -55,9 +55,10 @@ def inverse_leaf(n: int) -> int:
 
 def solve_leaf(n: int) -> int:
     """Leaf size of ``lower_solve`` and ``lower_solve_lower`` for an N×N factor. The
-    solve of pl2's prior-Cholesky form (``lower_solve_lower`` at N×N) in Choleskys, one
-    call each, alternately (tenth session): leaves of 16/32/64/128 rows 2.27/1.83/1.55/
-    1.53 at N = 200, 1.60/1.57/1.25/1.42 at N = 500, 1.34/1.40/1.21/1.14 at N = 1000."""
+    solve of the prior-Cholesky form (``lower_solve_lower`` at N×N) in Choleskys, one
+    call each, alternately (tenth session, on pl2's benchmark sites): leaves of
+    16/32/64/128 rows 2.27/1.83/1.55/1.53 at N = 200, 1.60/1.57/1.25/1.42 at N = 500,
+    1.34/1.40/1.21/1.14 at N = 1000."""
     return 64 if n <= 600 else LEAF
 
 

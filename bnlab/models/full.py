@@ -1,7 +1,7 @@
 """Full-GP global update (Wilkinson et al. 2023, eq. 10 / Alg. 1) in a stable form.
 
 Given the prior covariance K (ND×ND) and the sites (ν̄, Λ̄) the posterior is
-N(m, C) with C = (K⁻¹ + Λ̄)⁻¹ and m = C ν̄. K is never inverted. Two factorisations:
+N(m, C) with C = (K⁻¹ + Λ̄)⁻¹ and m = C ν̄. K is never inverted. Three factorisations:
 
 * **W½ form** (one latent, every site precision λ_n ≥ 0 — always the case for
   Laplace/VI/EP/PL on log-concave likelihoods): with s = √λ,
@@ -20,7 +20,7 @@ N(m, C) with C = (K⁻¹ + Λ̄)⁻¹ and m = C ν̄. K is never inverted. Two f
   W = L_K U⁻ᵀ lower-triangular. B is positive definite exactly when the posterior is,
   so a failed Cholesky *is* the PSD diagnostic (Sylvester: |B| = |I + KΛ̄|).
 
-Both give log_norm = log ∫ N(f|0, K) Π_n exp(ν̄_nᵀf_n − ½f_nᵀΛ̄_nf_n) df
+Each gives log_norm = log ∫ N(f|0, K) Π_n exp(ν̄_nᵀf_n − ½f_nᵀΛ̄_nf_n) df
                   = ½ ν̄ᵀm − ½ log|I + KΛ̄|,
 which every energy builds on.
 """
@@ -33,7 +33,7 @@ import jax.numpy as jnp
 from jax.scipy.linalg import cho_solve, solve_triangular
 
 from ..sites import Marginals, Sites
-from .dense_linalg import (column_sums, lower_gram, lower_solve, lower_solve_lower,
+from .dense_linalg import (column_sums, lower_gram, lower_solve_lower,
                            lower_triangular_inverse, signed_cholesky)
 
 __all__ = ["FullPrior", "prepare", "marginals", "marginals_nonnegative", "marginals_mean_only",
@@ -211,11 +211,11 @@ def _whitened_precision(prior: FullPrior, sites: Sites):
 
 
 def _marginals_chol(prior: FullPrior, sites: Sites) -> Marginals:
-    """The prior-Cholesky form (D > 1 latents) with the *reversed* factorisation B = UUᵀ, U upper
-    triangular (U = JLJ for JBJ = LLᵀ, J the reversal): then C = L_K B⁻¹ L_Kᵀ = WWᵀ with
-    W = L_K U⁻ᵀ lower-triangular, and JWᵀJ = L⁻¹(J L_Kᵀ J) is a triangular solve whose
-    right-hand side is lower-triangular too (``dense_linalg.lower_solve_lower``, N³/3
-    flops, mostly in products). That solve replaces the N³-flop solve L_B⁻¹L_Kᵀ of the
+    """The prior-Cholesky form (D > 1 latents) with the *reversed* factorisation
+    B = UUᵀ, U upper triangular (U = JLJ for JBJ = LLᵀ, J the reversal): then
+    C = L_K B⁻¹ L_Kᵀ = WWᵀ with W = L_K U⁻ᵀ lower-triangular, and JWᵀJ = L⁻¹(J L_Kᵀ J)
+    is a triangular solve whose right-hand side is lower-triangular too
+    (``dense_linalg.lower_solve_lower``, N³/3 flops, mostly in products). That solve replaces the N³-flop solve L_B⁻¹L_Kᵀ of the
     forward form and, before the tenth session here, a triangular inverse followed by a
     triangular product (N³/3 + 2N³/3 flops; benchmarks/README.md, tenth session, when
     pl2 with one latent still took this form)."""

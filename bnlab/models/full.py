@@ -81,9 +81,9 @@ def _variances_sqrt(K, lam, s, L_inv, signed=None):
     relative). Signed, B⁻¹ is not bounded by I: a factor with LΣLᵀ = B + ΔB,
     |ΔB| ≲ ε|L||L|ᵀ, gives |δ[B⁻¹]_nn| = |uᵀΔBu| ≲ ε‖L‖²_F ‖L⁻¹‖² a_n for u = B⁻¹e_n,
     a_n = Σ_k (L⁻¹)²_kn; the estimate takes ‖L⁻¹‖² ≈ max_k a_k, a lower bound (on
-    pl2's benchmark states at N = 500 and 1000 — half the sites negative — the
-    observed errors, ≤ 6e-11 relative against a dense solve, were 12–70× below it
-    and no column was flagged; ‖L⁻¹‖²_F instead, an upper bound, flagged 150–250
+    pl2's benchmark states at N = 200, 500 and 1000 — a third to a half of the sites
+    negative — the observed errors, ≤ 8.4e-11 relative against a dense solve, were
+    12–80× below it and no column was flagged; ‖L⁻¹‖²_F instead, an upper bound, flagged 150–250
     columns at N = 1000 and sent them all to the N³ product form).
     Elsewhere — zero sites at initialisation, or the few sites with tiny λ_n
     at a large prior variance — C_nn = K_nn − ‖V_:n‖², for those columns only when they

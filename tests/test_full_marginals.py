@@ -85,6 +85,35 @@ def _probit_prior(n, seed):
     return full.prepare(model, model.init_params(), jnp.asarray(X)), rng
 
 
+def test_signed_form_means_and_predictions():
+    """The mean-only path and prediction at new inputs with a third of the sites
+    negative: C** = k** − K*ᵀΛ̄(I + KΛ̄)⁻¹K* (= k** − K*ᵀ(K + Λ̄⁻¹)⁻¹K*, no K⁻¹)."""
+    n = 200
+    rng = np.random.default_rng(4)
+    X = np.sort(rng.uniform(-5, 5, n))[:, None]
+    Xs = np.linspace(-6, 6, 37)[:, None]
+    model = bnlab.GP(bnlab.kernels.Matern52(1.5, 2.0), bnlab.likelihoods.Bernoulli("probit"))
+    params = model.init_params()
+    prior = full.prepare(model, params, jnp.asarray(X))
+    lam = rng.uniform(0.05, 2.0, n)
+    lam[::3] = -rng.uniform(0.001, 0.03, len(lam[::3]))
+    nu = rng.standard_normal(n)
+    sites = Sites(jnp.asarray(nu[:, None]), jnp.asarray(lam[:, None, None]))
+    K = np.asarray(prior.K)
+    C = _dense_posterior(K, np.diag(lam))
+    mean_only = full.marginals_mean_only(prior, sites)
+    np.testing.assert_allclose(np.asarray(mean_only.mean[:, 0]), C @ nu, rtol=1e-8, atol=1e-10)
+    assert bool(mean_only.psd)
+    marg = full.marginals(prior, sites)
+    assert float(mean_only.log_norm) == pytest.approx(float(marg.log_norm), rel=1e-12)
+    _, cov = full.predict(model, params, jnp.asarray(X), prior, sites, marg, jnp.asarray(Xs))
+    Ks = np.asarray(model.prior_covariance(params, jnp.asarray(X), jnp.asarray(Xs)))
+    kss = np.asarray(model.prior_variance(params, jnp.asarray(Xs)))[:, 0, 0]
+    Lam = np.diag(lam)
+    dense = kss - np.einsum("ij,ij->j", Ks, Lam @ np.linalg.solve(np.eye(n) + K @ Lam, Ks))
+    np.testing.assert_allclose(np.asarray(cov[:, 0, 0]), dense, rtol=1e-9, atol=1e-12)
+
+
 @pytest.mark.parametrize("negative_every, zero_every", [(9, None), (2, None), (3, 40), (3, 5)])
 def test_signed_form_for_site_precisions_of_either_sign(negative_every, zero_every):
     """Every 9th or every other site negative; with zero sites, few (patched columns)

@@ -83,8 +83,8 @@ def _variances_sqrt(K, lam, s, L_inv, signed=None):
     a_n = Σ_k (L⁻¹)²_kn; the estimate takes ‖L⁻¹‖² ≈ max_k a_k, a lower bound (on
     pl2's benchmark states at N = 200, 500 and 1000 — a third to a half of the sites
     negative — the observed errors, ≤ 8.4e-11 relative against a dense solve, were
-    12–80× below it and no column was flagged; ‖L⁻¹‖²_F instead, an upper bound, flagged 150–250
-    columns at N = 1000 and sent them all to the N³ product form).
+    12–80× below it and no column was flagged; ‖L⁻¹‖²_F instead, an upper bound,
+    flagged 150–250 columns at N = 1000 and sent them all to the N³ product form).
     Elsewhere — zero sites at initialisation, or the few sites with tiny λ_n
     at a large prior variance — C_nn = K_nn − ‖V_:n‖², for those columns only when they
     are at most ``PATCHED_COLUMNS`` (2N² flops each), else for all. V comes from the
@@ -215,10 +215,11 @@ def _marginals_chol(prior: FullPrior, sites: Sites) -> Marginals:
     B = UUᵀ, U upper triangular (U = JLJ for JBJ = LLᵀ, J the reversal): then
     C = L_K B⁻¹ L_Kᵀ = WWᵀ with W = L_K U⁻ᵀ lower-triangular, and JWᵀJ = L⁻¹(J L_Kᵀ J)
     is a triangular solve whose right-hand side is lower-triangular too
-    (``dense_linalg.lower_solve_lower``, N³/3 flops, mostly in products). That solve replaces the N³-flop solve L_B⁻¹L_Kᵀ of the
-    forward form and, before the tenth session here, a triangular inverse followed by a
-    triangular product (N³/3 + 2N³/3 flops; benchmarks/README.md, tenth session, when
-    pl2 with one latent still took this form)."""
+    (``dense_linalg.lower_solve_lower``, N³/3 flops, mostly in products). That solve
+    replaces the N³-flop solve L_B⁻¹L_Kᵀ of the forward form and, before the tenth
+    session here, a triangular inverse followed by a triangular product (N³/3 + 2N³/3
+    flops; benchmarks/README.md, tenth session, when pl2 with one latent still took
+    this form)."""
     N, D = sites.nat1.shape
     B = _whitened_precision(prior, sites)
     L_rev = jnp.linalg.cholesky(B[::-1, ::-1])
@@ -257,7 +258,8 @@ def _mean_only_signed(prior: FullPrior, sites: Sites) -> Marginals:
     nu = sites.nat1[:, 0]
     Knu = K @ nu[system.perm]
     w = system.sign * solve_triangular(L, g * Knu, lower=True)
-    mean = (Knu - K @ (g * solve_triangular(L, w, lower=True, trans="T")))[jnp.argsort(system.perm)]
+    mean_p = Knu - K @ (g * solve_triangular(L, w, lower=True, trans="T"))
+    mean = mean_p[jnp.argsort(system.perm)]
     log_norm = 0.5 * nu @ mean - jnp.sum(jnp.log(jnp.diag(L)))
     N = K.shape[0]
     return Marginals(mean[:, None], jnp.full((N, 1, 1), jnp.nan), log_norm,

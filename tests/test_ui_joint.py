@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import bnlab
-from bnlab.models.full import prepare
+from bnlab.models.full import marginals, prepare
 from bnlab.models.joint import joint_covariance
 from bnlab.sites import Sites
 
@@ -45,3 +45,25 @@ def test_joint_covariance_rejects_bad_index():
     sites = Sites(np.zeros((4, 1)), np.ones((4, 1, 1)))
     with pytest.raises(ValueError, match="outside the 4 training inputs"):
         joint_covariance(prior, sites, 0, 4)
+
+
+def test_joint_covariance_agrees_with_the_marginals():
+    """One latent, a third of the sites negative: the ellipse's variances are the
+    band's (the same signed W½ factorisation), to round-off."""
+    rng = np.random.default_rng(1)
+    N = 150
+    X = np.sort(rng.uniform(-5, 5, N))[:, None]
+    model = bnlab.GP(bnlab.kernels.Matern52(lengthscale=1.5, variance=2.0),
+                     bnlab.likelihoods.StudentT())
+    params = model.init_params()
+    lam = rng.uniform(0.05, 2.0, N)
+    lam[::3] = -rng.uniform(0.001, 0.03, N // 3)
+    sites = Sites(rng.normal(size=(N, 1)), lam[:, None, None])
+    prior = prepare(model, params, X)
+    var = np.asarray(marginals(prior, sites).cov[:, 0, 0])
+    K = np.asarray(prior.K)
+    C = np.linalg.solve((np.eye(N) + np.diag(lam) @ K).T, K.T).T     # (K⁻¹ + Λ̄)⁻¹, no K⁻¹
+    for i, j in [(0, 5), (3, 120), (7, 7)]:
+        got = np.asarray(joint_covariance(prior, sites, i, j))
+        np.testing.assert_allclose(np.diag(got), var[[i, j]], rtol=1e-12)
+        np.testing.assert_allclose(got, C[np.ix_([i, j], [i, j])], rtol=1e-9, atol=1e-12)

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 from jax.scipy.linalg import solve_triangular
 
 from ..sites import Sites
-from .full import FullPrior, _block_diag_times, _signed_system
+from .full import FullPrior, _signed_system, _whitened_precision
 
 __all__ = ["joint_covariance"]
 
@@ -37,8 +37,7 @@ def joint_covariance(prior: FullPrior, sites: Sites, i: int, j: int):
     if D == 1:
         return _one_latent_pair(prior, sites, jnp.asarray([int(i), int(j)]))
     Lk = prior.chol_K
-    B = jnp.eye(N * D) + Lk.T @ _block_diag_times(sites.prec, Lk)
-    LB = jnp.linalg.cholesky(0.5 * (B + B.T))
+    LB = jnp.linalg.cholesky(_whitened_precision(prior, sites))
     idx = jnp.concatenate([jnp.arange(D) + int(i) * D, jnp.arange(D) + int(j) * D])
     W = solve_triangular(LB, Lk.T[:, idx], lower=True)
     return W.T @ W

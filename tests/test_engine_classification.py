@@ -122,8 +122,8 @@ def test_pl_and_pl2_site_targets_match_closed_form_probit_slr(y_n):
     μ = 2Φ(z) − 1 with z = m/√(1+C), Q = 2Cφ(z)/√(1+C), S = 1 − μ² (ν² + Var[y|f] = 1),
     Ω = S − Q²/C. PL's (J, H) are A Ω⁻¹(y − μ) and −A²/Ω with A = Q/C; PL2's are the
     derivatives of log N(y | μ(m), Ω(m)) in m (eq. 45), here by central differences
-    of the closed form (scipy), independent of the cubature and autodiff (tolerances:
-    the 20-point rule is good to ≈ 1e-7 here)."""
+    of the closed form (scipy), independent of the likelihood's closed form
+    (``Bernoulli.slr_moments``) and autodiff. m = 0 is where |z| has its kink."""
     import jax.numpy as jnp
     from scipy.stats import norm
 
@@ -148,14 +148,57 @@ def test_pl_and_pl2_site_targets_match_closed_form_probit_slr(y_n):
                          jnp.zeros((1, 1)), jnp.zeros(1), jnp.zeros((1, 1)), 1.0, 0.5, ())
         mu, Q, om = slr(m, C)
         pl, _ = pl_local(lik, rule)(inp)
-        np.testing.assert_allclose(float(pl.J[0]), Q / C * (y_n - mu) / om, rtol=1e-6)
-        np.testing.assert_allclose(float(pl.H[0, 0]), -(Q / C) ** 2 / om, rtol=1e-6)
+        np.testing.assert_allclose(float(pl.J[0]), Q / C * (y_n - mu) / om, rtol=1e-12)
+        np.testing.assert_allclose(float(pl.H[0, 0]), -(Q / C) ** 2 / om, rtol=1e-12)
         h = 1e-4
         up, mid, down = target(m + h, C), target(m, C), target(m - h, C)
         pl2, _ = pl2_local(lik, rule)(inp)
         np.testing.assert_allclose(float(pl2.J[0]), (up - down) / (2 * h), rtol=1e-6)
         np.testing.assert_allclose(float(pl2.H[0, 0]), (up - 2 * mid + down) / h**2,
                                    rtol=1e-4, atol=1e-6)
+
+
+def test_probit_slr_moments_closed_form_against_quadrature():
+    """``Bernoulli.slr_moments`` (probit, closed form) against adaptive quadrature of
+    μ = E[2Φ(f) − 1], Q = Cov[f, ν(f)] and S = E[(ν − μ)² + 4Φ(f)Φ(−f)] (scipy), against
+    the same closed form written with scipy's tail-accurate Φ (the tail, where the
+    quadrature has only absolute accuracy), and the generic cubature moments
+    (``Likelihood.slr_moments``, GH-80) agreeing where a Gauss–Hermite rule can resolve
+    the link (not under a wide Gaussian)."""
+    import jax.numpy as jnp
+    from scipy.integrate import quad
+    from scipy.stats import norm
+
+    from bnlab import cubature
+    from bnlab.likelihoods import Likelihood
+
+    lik = bnlab.likelihoods.Bernoulli("probit")
+
+    def by_quadrature(m, C):
+        sd = np.sqrt(C)
+        pts = [m - 12 * sd, -8.0, 0.0, 8.0, m + 12 * sd]
+        E = lambda g: quad(lambda f: g(f) * norm.pdf(f, m, sd), min(pts), max(pts),  # noqa: E731
+                           points=sorted(pts)[1:-1], limit=400, epsabs=1e-13, epsrel=1e-11)[0]
+        nu = lambda f: norm.cdf(f) - norm.sf(f)  # noqa: E731
+        mu = E(nu)
+        return mu, E(lambda f: (f - m) * (nu(f) - mu)), E(lambda f: (nu(f) - mu) ** 2 + 4 * norm.cdf(f) * norm.sf(f))
+
+    def by_scipy_closed_form(m, C):
+        z = m / np.sqrt(1 + C)
+        return (norm.cdf(z) - norm.sf(z), 2 * C * norm.pdf(z) / np.sqrt(1 + C),
+                4 * norm.cdf(z) * norm.sf(z))
+
+    gh80 = cubature.make_rule("gauss_hermite", 80, 1)
+    for m, C, resolved in [(0.0, 1.0, True), (0.3, 0.2, True), (-2.5, 3.0, True), (1.2, 0.01, True),
+                           (6.0, 0.5, True), (-9.0, 2.0, True), (0.7, 400.0, False),
+                           (-30.0, 900.0, False)]:
+        mean, cov = jnp.array([m]), jnp.array([[C]])
+        closed = [float(np.ravel(v)[0]) for v in lik.slr_moments({}, mean, cov, gh80)]
+        np.testing.assert_allclose(closed, by_quadrature(m, C), rtol=1e-9, atol=1e-13)
+        np.testing.assert_allclose(closed, by_scipy_closed_form(m, C), rtol=1e-12, atol=1e-300)
+        if resolved:
+            generic = [float(np.ravel(v)[0]) for v in Likelihood.slr_moments(lik, {}, mean, cov, gh80)]
+            np.testing.assert_allclose(generic, closed, rtol=1e-8, atol=1e-14)
 
 
 @pytest.mark.parametrize("base,alpha", [("laplace", 1.0), ("vi", 1.0), ("pep", 0.5)])

@@ -19,7 +19,6 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .. import cubature
 from .base import LocalInput, LocalUpdate, inv_small
 
 __all__ = ["slr", "pl_local", "pl2_target", "pl2_local", "pl2_gn_local"]
@@ -28,18 +27,13 @@ LOG2PI = float(jnp.log(2 * jnp.pi))
 
 
 def slr(lik, rule, lp, mean, cov):
-    """(μ (1,), A (1, D), Ω (1, 1)) of the statistical linear regression of ν(f)."""
-    f = cubature.sigma_points(rule, mean, cov)
-    nu, S = jax.vmap(lambda f_: lik.conditional_moments(lp, f_))(f)   # (P,1), (P,1,1)
-    w = rule.weights
-    mu = w @ nu
-    dnu = nu - mu
-    Q = jnp.einsum("p,pd,pk->dk", w, f - mean, dnu)                     # (D, 1)
-    Smat = jnp.einsum("p,pa,pb->ab", w, dnu, dnu) + jnp.tensordot(w, S, 1)
+    """(μ (1,), A (1, D), Ω (1, 1)) of the statistical linear regression of ν(f) from
+    the likelihood's moments (``Likelihood.slr_moments``: closed form for probit,
+    else the rule)."""
+    mu, Q, S = lik.slr_moments(lp, mean, cov, rule)
     Cinv = inv_small(cov)
     A = Q.T @ Cinv
-    Omega = Smat - Q.T @ Cinv @ Q
-    return mu, A, Omega
+    return mu, A, S - Q.T @ Cinv @ Q
 
 
 def pl_local(lik, rule):

@@ -7,6 +7,7 @@ from sklearn.gaussian_process import GaussianProcessClassifier
 from sklearn.gaussian_process.kernels import ConstantKernel, Matern
 
 import bnlab
+from bnlab.methods.registry import REUSES_ENERGY_PASS
 from reference import (gaussian_elbo, importance_log_Z, matern52, posterior_from_sites,
                        textbook_ep_probit)
 
@@ -323,3 +324,35 @@ def test_bernoulli_probit_predictive_moments_in_the_tails():
         p, q = ndtr(z), ndtr(-z)
         assert float(var) == pytest.approx(4 * p * q, rel=1e-12) and var > 0
         assert float(mean) == pytest.approx(p - q, rel=1e-14)
+
+
+@pytest.mark.parametrize("method", sorted(REUSES_ENERGY_PASS))
+def test_energy_pass_reuse_follows_the_local_updates_own_derivatives(method):
+    """The methods that take their derivatives from the previous energy pass
+    (``Method.reuses_energy_pass``) follow the same iterates as when each local update
+    differentiates its own target at the current marginals (logit: every expectation
+    by cubature; Power EP at α = 0.5)."""
+    import dataclasses
+
+    import jax.numpy as jnp
+
+    from bnlab.engine import Engine, Settings
+
+    X, y = _data(25, 3)
+    model = _model("logit", 1.0, 3.0)
+    params = model.init_params()
+    X, y = jnp.asarray(X), jnp.asarray(y)
+    settings = Settings(jnp.asarray(0.5), jnp.asarray(0.5), jnp.asarray(0.0))
+    engines = [Engine(model, method, ("gauss_hermite", 20), ()) for _ in range(2)]
+    engines[1].method = dataclasses.replace(engines[1].method, reuses_energy_pass=False)
+    states = [engine.init(params, X, y, settings) for engine in engines]
+    for _ in range(8):
+        states = [engine.step(params, X, y, settings, state)[0]
+                  for engine, state in zip(engines, states)]
+    reused, own = states
+    assert float(jnp.max(jnp.abs(reused.sites.prec))) > 0.1
+    np.testing.assert_allclose(np.asarray(reused.sites.nat1), np.asarray(own.sites.nat1),
+                               rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(reused.sites.prec), np.asarray(own.sites.prec),
+                               rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(float(reused.energy), float(own.energy), rtol=1e-12)

@@ -91,15 +91,19 @@ def damped_bfgs(state: BFGSState, mean, grad_now, grad_prev, rho, xi):
                      jnp.array(True))
 
 
-def _secant_local(target, xi, at_cavity=False):
-    """QN local update for a surrogate ``target(inp, m, C)`` whose m-Hessian B tracks."""
+def _secant_local(target, xi, at_cavity=False, energy_gradient=None):
+    """QN local update for a surrogate ``target(inp, m, C)`` whose m-Hessian B tracks.
+    ``energy_gradient(derivatives, inp)``: ∇_m target at the current (m, C) from the
+    derivatives the engine carries over from the energy pass of the step that produced
+    these marginals (``Method.reuses_energy_pass``), so that only the secant's gradient
+    at the previous mean costs a cubature pass of its own."""
     def local(inp: LocalInput):
         if at_cavity:
             Pc, C, m, ok = cavity(inp.mean, inp.cov, inp.nat1, inp.prec, inp.alpha)
         else:
             C, m, ok = inp.cov, inp.mean, jnp.array(True)
         grad = jax.grad(lambda m_: target(inp, m_, C))
-        g_now = grad(m)
+        g_now = grad(m) if inp.derivatives is None else energy_gradient(inp.derivatives, inp)
         g_prev = jnp.where(inp.aux.started, grad(inp.aux.mean), g_now)
         aux = damped_bfgs(inp.aux, m, g_now, g_prev, inp.rho, xi)
         if not at_cavity:
@@ -116,7 +120,9 @@ def laplace_qn_local(lik, rule, xi):
 
 
 def vi_qn_local(lik, rule, xi):
-    return _secant_local(lambda inp, m, C: expected_log_lik(lik, rule, inp, m, C), xi)
+    """The ELBO's pass carries ∇_m E_q[log p] (CVI's J) at the current marginals."""
+    return _secant_local(lambda inp, m, C: expected_log_lik(lik, rule, inp, m, C), xi,
+                         energy_gradient=lambda derivatives, inp: derivatives[0])
 
 
 def pl2_qn_local(lik, rule, xi):
@@ -124,6 +130,7 @@ def pl2_qn_local(lik, rule, xi):
 
 
 def pep_qn_local(lik, rule, xi):
+    """The PEP energy's pass carries ∇ log Z at the same cavity mean (Power EP's g)."""
     return _secant_local(
         lambda inp, m, V: log_tilted_normaliser(lik, rule, inp, m, V) / inp.alpha, xi,
-        at_cavity=True)
+        at_cavity=True, energy_gradient=lambda derivatives, inp: derivatives[0] / inp.alpha)

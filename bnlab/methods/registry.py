@@ -56,9 +56,11 @@ MEAN_ONLY = frozenset({"laplace", "laplace_gn", "laplace_qn", "laplace_riemann",
 #: the energy pass of the previous step (their Riemannian and heuristic forms inherit
 #: this). 'ep_like' reports the EP energy but evaluates the ELBO too, for its step
 #: control (``ASCENDS_ELBO``), and that pass gives its CVI derivatives. 'vi_gn' takes
-#: its J = ∇_m L̄ from the ELBO's pass (its Gauss–Newton H needs a pass of its own). Not
-#: PL (its energy is EP's, its update SLR), which has no pass to share.
-REUSES_ENERGY_PASS = frozenset({"vi", "vi_gn", "ep", "pep", "ep_like"})
+#: its J = ∇_m L̄ from the ELBO's pass (its Gauss–Newton H needs a pass of its own), and
+#: 'vi_qn' and 'pep_qn' the secant's gradient at the current mean (the one at the previous
+#: mean needs a pass of its own). Not PL (its energy is EP's, its update SLR), which has
+#: no pass to share.
+REUSES_ENERGY_PASS = frozenset({"vi", "vi_gn", "vi_qn", "ep", "pep", "pep_qn", "ep_like"})
 #: Methods whose iteration is natural-gradient ascent of the ELBO (CVI, Khan & Lin 2017;
 #: Wilkinson et al. 2023 eq. 15), so that a small enough step increases it: the engine
 #: may reject a step that lowers the ELBO and halve ρ (``Settings.backtrack``). The
@@ -151,7 +153,8 @@ def build_method(name: str, likelihood, rule, *, base: str = "vi", qn_damping: f
     if name in _QN:
         scale = PEP_B0_SCALE if name == "pep_qn" else B0_SCALE
         return Method(name, energy, _QN[name](likelihood, rule, qn_damping), psd, uses_alpha,
-                      bfgs_init(scale), description, name not in MEAN_ONLY)
+                      bfgs_init(scale), description, name not in MEAN_ONLY,
+                      name in REUSES_ENERGY_PASS)
     if name.endswith("_riemann"):
         inner = build_method(name[: -len("_riemann")], likelihood, rule)
         return Method(name, energy, riemannian(inner.local), psd, uses_alpha,

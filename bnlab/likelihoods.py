@@ -8,6 +8,9 @@ Each likelihood gives, as pure functions of its parameter dict:
   one exists, cubature otherwise;
 - ``log_expected_power`` — log E_{N(m, C)}[p(y|f)^α] (Power EP, eq. 21–22), closed
   form where one exists, log-sum-exp cubature otherwise;
+- ``slr_moments`` — the statistical linear regression moments of E[y|f] under N(m, C)
+  (posterior linearisation, eqs. 28–31), closed form where one exists (probit),
+  cubature otherwise;
 - ``validate_targets(y)`` — a ValueError that names the offending rows.
 
 Flags used by the engine: ``num_latents`` (D), ``log_concave`` (site precisions of

@@ -34,7 +34,7 @@ from jax.scipy.linalg import cho_solve, solve_triangular
 
 from ..sites import Marginals, Sites
 from .dense_linalg import (column_sums, lower_gram, lower_solve_lower,
-                           lower_triangular_inverse, signed_cholesky)
+                           lower_triangular_inverse, signed_cholesky, symmetric_cholesky)
 
 __all__ = ["FullPrior", "prepare", "marginals", "marginals_nonnegative", "marginals_mean_only",
            "marginals_mean_only_nonnegative", "predict"]
@@ -53,6 +53,14 @@ def prepare(model, params, X) -> FullPrior:
     jitter = JITTER * jnp.mean(jnp.diag(K))
     chol_K = jnp.linalg.cholesky(K + jitter * jnp.eye(K.shape[0]))
     return FullPrior(K, chol_K, model.num_latents)
+
+
+def _factored(L):
+    """Whether a Cholesky factor exists: a failed factorisation is NaN throughout (LAPACK
+    reports it, jax fills the factor; ``signed_cholesky`` propagates a failed leaf into
+    every later block), and a non-finite input reaches the diagonal, so the diagonal
+    tells (the whole N×N check was a 20 µs pass at N = 200)."""
+    return jnp.all(jnp.isfinite(jnp.diag(L)))
 
 
 def _block_diag_times(prec, M):
@@ -136,13 +144,13 @@ def _marginals_sqrt(prior: FullPrior, sites: Sites) -> Marginals:
     s = jnp.sqrt(jnp.maximum(lam, 0.0))
     # only round-off negatives may be clipped; anything larger cannot be certified here
     certified = jnp.min(lam) >= -1e-10 * (1.0 + jnp.max(jnp.abs(lam)))
-    L = jnp.linalg.cholesky(jnp.eye(K.shape[0]) + s[:, None] * K * s[None, :])
+    L = symmetric_cholesky(jnp.eye(K.shape[0]) + s[:, None] * K * s[None, :])
     L_inv = lower_triangular_inverse(L)
     Knu = K @ nu
     mean = Knu - K @ (s * ((L_inv @ (s * Knu)) @ L_inv))
     var = _variances_sqrt(K, lam, s, L_inv)
     log_norm = 0.5 * nu @ mean - jnp.sum(jnp.log(jnp.diag(L)))
-    psd = jnp.all(jnp.isfinite(L)) & jnp.all(var > 0) & certified
+    psd = _factored(L) & jnp.all(var > 0) & certified
     return Marginals(mean[:, None], var[:, None, None], log_norm, psd,
                      jnp.zeros((K.shape[0], 1, 1)))
 
@@ -195,7 +203,7 @@ def _marginals_signed(prior: FullPrior, sites: Sites) -> Marginals:
     unsort = jnp.argsort(system.perm)
     mean, var = mean_p[unsort], var_p[unsort]
     log_norm = 0.5 * nu @ mean - jnp.sum(jnp.log(jnp.diag(system.L)))
-    psd = jnp.all(jnp.isfinite(system.L)) & jnp.all(var > 0)
+    psd = _factored(system.L) & jnp.all(var > 0)
     return Marginals(mean[:, None], var[:, None, None], log_norm, psd,
                      jnp.zeros((K.shape[0], 1, 1)))
 
@@ -229,7 +237,7 @@ def _marginals_chol(prior: FullPrior, sites: Sites) -> Marginals:
     Wb = W.reshape(N, D, N * D)
     cov = jnp.einsum("nak,nbk->nab", Wb, Wb)
     log_norm = 0.5 * nu @ mean - jnp.sum(jnp.log(jnp.diag(L_rev)))
-    psd = jnp.all(jnp.isfinite(L_rev))
+    psd = _factored(L_rev)
     return Marginals(mean.reshape(N, D), cov, log_norm, psd, jnp.zeros((N, D, D)))
 
 
@@ -240,11 +248,11 @@ def _mean_only_sqrt(prior: FullPrior, sites: Sites) -> Marginals:
     lam, nu = sites.prec[:, 0, 0], sites.nat1[:, 0]
     s = jnp.sqrt(jnp.maximum(lam, 0.0))
     certified = jnp.min(lam) >= -1e-10 * (1.0 + jnp.max(jnp.abs(lam)))
-    L = jnp.linalg.cholesky(jnp.eye(K.shape[0]) + s[:, None] * K * s[None, :])
+    L = symmetric_cholesky(jnp.eye(K.shape[0]) + s[:, None] * K * s[None, :])
     Knu = K @ nu
     mean = Knu - K @ (s * cho_solve((L, True), s * Knu))
     log_norm = 0.5 * nu @ mean - jnp.sum(jnp.log(jnp.diag(L)))
-    psd = jnp.all(jnp.isfinite(L)) & certified
+    psd = _factored(L) & certified
     N = K.shape[0]
     return Marginals(mean[:, None], jnp.full((N, 1, 1), jnp.nan), log_norm, psd,
                      jnp.zeros((N, 1, 1)))
@@ -263,7 +271,7 @@ def _mean_only_signed(prior: FullPrior, sites: Sites) -> Marginals:
     log_norm = 0.5 * nu @ mean - jnp.sum(jnp.log(jnp.diag(L)))
     N = K.shape[0]
     return Marginals(mean[:, None], jnp.full((N, 1, 1), jnp.nan), log_norm,
-                     jnp.all(jnp.isfinite(L)), jnp.zeros((N, 1, 1)))
+                     _factored(L), jnp.zeros((N, 1, 1)))
 
 
 def _mean_only_chol(prior: FullPrior, sites: Sites) -> Marginals:
@@ -275,7 +283,7 @@ def _mean_only_chol(prior: FullPrior, sites: Sites) -> Marginals:
     w = solve_triangular(LB, Lk.T @ nu, lower=True)
     mean = Lk @ solve_triangular(LB, w, lower=True, trans="T")
     log_norm = 0.5 * nu @ mean - jnp.sum(jnp.log(jnp.diag(LB)))
-    psd = jnp.all(jnp.isfinite(LB))
+    psd = _factored(LB)
     return Marginals(mean.reshape(N, D), jnp.full((N, D, D), jnp.nan), log_norm, psd,
                      jnp.zeros((N, D, D)))
 
@@ -317,7 +325,7 @@ def marginals_nonnegative(prior: FullPrior, sites: Sites) -> Marginals:
 
 def _predict_sqrt(prior, sites, mean, Ks, kss):
     s = jnp.sqrt(jnp.maximum(sites.prec[:, 0, 0], 0.0))
-    L = jnp.linalg.cholesky(jnp.eye(prior.K.shape[0]) + s[:, None] * prior.K * s[None, :])
+    L = symmetric_cholesky(jnp.eye(prior.K.shape[0]) + s[:, None] * prior.K * s[None, :])
     V = solve_triangular(L, s[:, None] * Ks, lower=True)
     return kss - jnp.sum(V**2, 0)[:, None, None]
 

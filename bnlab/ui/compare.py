@@ -92,21 +92,21 @@ class CompareView(pn.viewable.Viewer):
         self.table = pn.pane.HTML("", sizing_mode="stretch_width")
         self.progress = pn.indicators.Progress(value=0, max=len(ALPHAS) + 1, visible=False,
                                                width=300)
-        run = pn.widgets.Button(name="Run both to convergence", button_type="primary")
+        run = pn.widgets.Button(label="Run both to convergence", color="primary")
         run.on_click(lambda e: self.run_pair())
-        sweep = pn.widgets.Button(name="Sweep α from 0 to 1", button_type="primary")
+        sweep = pn.widgets.Button(label="Sweep α from 0 to 1", color="primary")
         sweep.on_click(lambda e: self.run_sweep())
         self.pair_pane = pn.pane.HoloViews(None, sizing_mode="stretch_width")
         self.pair_trace = pn.pane.HoloViews(None, sizing_mode="stretch_width")
         self.alpha_energy = pn.pane.HoloViews(None, sizing_mode="stretch_width")
         self.alpha_band = pn.pane.HoloViews(None, sizing_mode="stretch_width")
-        self.alpha_slider = pn.widgets.DiscreteSlider(name="Show α", options=list(ALPHAS),
+        self.alpha_slider = pn.widgets.DiscreteSlider(label="Show α", options=list(ALPHAS),
                                                       value=ALPHAS[self.alpha_index], width=300)
         self.alpha_slider.param.watch(self._on_alpha, "value")
         self.layout = pn.Column(
             pn.pane.Markdown("### Two methods, same data and hyperparameters"),
-            pn.Row(pn.widgets.Select.from_param(self.param.method_a, name="Method A", width=200),
-                   pn.widgets.Select.from_param(self.param.method_b, name="Method B", width=200),
+            pn.Row(pn.widgets.Select.from_param(self.param.method_a, label="Method A", width=200),
+                   pn.widgets.Select.from_param(self.param.method_b, label="Method B", width=200),
                    run),
             self.error, self.table, pn.Row(self.pair_pane, self.pair_trace),
             pn.pane.Markdown("### α explorer — Power EP between VI (α → 0) and EP (α = 1)"),

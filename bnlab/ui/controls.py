@@ -51,18 +51,18 @@ class Controls(pn.viewable.Viewer):
             opts = {v: k for k, v in options.items()} if options else list(
                 settings.param[name].objects)
             self.widgets[name] = pn.widgets.Select.from_param(
-                settings.param[name], name=label, options=opts, sizing_mode="stretch_width")
+                settings.param[name], label=label, options=opts, sizing_mode="stretch_width")
         for name, (label, cls) in _NUMBERS.items():
-            self.widgets[name] = cls.from_param(settings.param[name], name=label,
+            self.widgets[name] = cls.from_param(settings.param[name], label=label,
                                                 sizing_mode="stretch_width")
         self.widgets["backtrack"] = pn.widgets.Checkbox.from_param(
-            settings.param.backtrack, name="Step control: halve ρ when the ELBO falls",
+            settings.param.backtrack, label="Step control: halve ρ when the ELBO falls",
             sizing_mode="stretch_width")
         self.widgets["accelerate"] = pn.widgets.Checkbox.from_param(
-            settings.param.accelerate, name="Anderson acceleration (same fixed point)",
+            settings.param.accelerate, label="Anderson acceleration (same fixed point)",
             sizing_mode="stretch_width")
         self.upload = pn.widgets.FileInput(accept=".csv,text/csv", sizing_mode="stretch_width",
-                                           name="CSV file")
+                                           label="CSV file")
         self.upload.param.watch(self._on_upload, "value")
         self.widgets["csv"] = self.upload
         for name in self.widgets:

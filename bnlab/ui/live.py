@@ -54,22 +54,22 @@ class LiveView(pn.viewable.Viewer):
                       "psd": bk(self.plots.psd, css_classes=["bn-psd"]),
                       "site_prec": bk(self.plots.site_prec), "site_nat1": bk(self.plots.site_nat1),
                       "joint": pn.pane.Bokeh(self.plots.joint)}
-        self.run_button = pn.widgets.Button(name="▶ Run", button_type="success", width=90)
-        self.pause_button = pn.widgets.Button(name="⏸ Pause", width=90, disabled=True)
-        self.step_button = pn.widgets.Button(name="Step", button_type="primary", width=90)
-        self.reset_button = pn.widgets.Button(name="↺ Reset", width=90)
+        self.run_button = pn.widgets.Button(label="▶ Run", color="success", width=90)
+        self.pause_button = pn.widgets.Button(label="⏸ Pause", width=90, disabled=True)
+        self.step_button = pn.widgets.Button(label="Step", color="primary", width=90)
+        self.reset_button = pn.widgets.Button(label="↺ Reset", width=90)
         self.run_button.on_click(lambda e: self.run())
         self.pause_button.on_click(lambda e: self.pause())
         self.step_button.on_click(lambda e: self.step())
         self.reset_button.on_click(lambda e: self.reset())
         self.speed = pn.widgets.FloatSlider.from_param(self.settings.param.speed,
-                                                       name="Speed (iterations / s)", width=220)
-        self.pick_i = pn.widgets.IntInput(name="Point i", value=0, start=0, width=90)
-        self.pick_j = pn.widgets.IntInput(name="Point j", value=1, start=0, width=90)
-        pick = pn.widgets.Button(name="Show pair", width=90, align="end")
+                                                       label="Speed (iterations / s)", width=220)
+        self.pick_i = pn.widgets.IntInput(label="Point i", value=0, start=0, width=90)
+        self.pick_j = pn.widgets.IntInput(label="Point j", value=1, start=0, width=90)
+        pick = pn.widgets.Button(label="Show pair", width=90, align="end")
         pick.on_click(lambda e: self.select_pair(self.pick_i.value, self.pick_j.value))
         reason = MCMCReference.reason()
-        self.mcmc_button = pn.widgets.Button(name="MCMC reference", width=140,
+        self.mcmc_button = pn.widgets.Button(label="MCMC reference", width=140,
                                              disabled=reason is not None,
                                              description=reason or "sample the exact posterior "
                                              "(AIS + elliptical slice sampling; a few seconds)")

@@ -114,22 +114,22 @@ class SurfacesView(pn.viewable.Viewer):
         choices = [m for m in catalog.METHODS if m != "gkl" or catalog.available()["gkl"]]
         if catalog.available()["mcmc"]:
             choices.append("mcmc")
-        self.methods = pn.widgets.MultiChoice(name="Methods", options=choices,
+        self.methods = pn.widgets.MultiChoice(label="Methods", options=choices,
                                               value=["laplace", "vi", "ep", "ep_like"],
                                               sizing_mode="stretch_width")
         self.learners = pn.widgets.MultiChoice(
-            name="Learning trajectories (optimise the two axes from the sidebar's values)",
+            label="Learning trajectories (optimise the two axes from the sidebar's values)",
             options=list(LEARNERS), value=[], sizing_mode="stretch_width")
         self.trajectories = {}
-        self.compute_button = pn.widgets.Button(name="Compute surfaces", button_type="primary")
-        self.cancel_button = pn.widgets.Button(name="Cancel", button_type="danger", disabled=True)
+        self.compute_button = pn.widgets.Button(label="Compute surfaces", color="primary")
+        self.cancel_button = pn.widgets.Button(label="Cancel", color="danger", disabled=True)
         self.compute_button.on_click(lambda e: self.compute())
         self.cancel_button.on_click(lambda e: self._cancel.set())
         self.progress = pn.indicators.Progress(value=0, max=100, width=300, visible=False)
         self.variable = pn.widgets.RadioButtonGroup(
             options={"log p(y) / n": "log_marginal_per_n", "log p(y)": "log_marginal"},
             value="log_marginal_per_n")
-        self.slice = pn.widgets.IntSlider(name="Slice row", start=0, end=self.points - 1,
+        self.slice = pn.widgets.IntSlider(label="Slice row", start=0, end=self.points - 1,
                                           value=self.points // 2, width=300)
         self.variable.param.watch(lambda e: self.draw(), "value")
         self.slice.param.watch(lambda e: self.draw(), "value")
@@ -137,19 +137,19 @@ class SurfacesView(pn.viewable.Viewer):
         self.slice_pane = pn.pane.HoloViews(None, sizing_mode="stretch_width")
         self.downloads = pn.Row(
             pn.widgets.FileDownload(callback=self._csv, filename="surface.csv",
-                                    label="Download CSV", button_type="light"),
+                                    label="Download CSV", color="light"),
             pn.widgets.FileDownload(callback=self._netcdf, filename="surface.nc",
-                                    label="Download netCDF", button_type="light"),
+                                    label="Download netCDF", color="light"),
             pn.pane.Markdown("PNG: the save tool on each plot's toolbar."), visible=False)
         p = self.param
         axis_row = pn.Row(
-            pn.Column(pn.widgets.Select.from_param(p.axis0, name="Rows", width=130),
-                      pn.widgets.FloatInput.from_param(p.lo0, name="from", width=130),
-                      pn.widgets.FloatInput.from_param(p.hi0, name="to", width=130)),
-            pn.Column(pn.widgets.Select.from_param(p.axis1, name="Columns", width=130),
-                      pn.widgets.FloatInput.from_param(p.lo1, name="from", width=130),
-                      pn.widgets.FloatInput.from_param(p.hi1, name="to", width=130)),
-            pn.widgets.IntSlider.from_param(p.points, name="Points per axis", width=200))
+            pn.Column(pn.widgets.Select.from_param(p.axis0, label="Rows", width=130),
+                      pn.widgets.FloatInput.from_param(p.lo0, label="from", width=130),
+                      pn.widgets.FloatInput.from_param(p.hi0, label="to", width=130)),
+            pn.Column(pn.widgets.Select.from_param(p.axis1, label="Columns", width=130),
+                      pn.widgets.FloatInput.from_param(p.lo1, label="from", width=130),
+                      pn.widgets.FloatInput.from_param(p.hi1, label="to", width=130)),
+            pn.widgets.IntSlider.from_param(p.points, label="Points per axis", width=200))
         self.layout = pn.Column(
             pn.pane.Markdown("### Marginal-likelihood surfaces\nEach method's approximation of "
                              "log p(y | θ) on a log-spaced grid (hyperparameters fixed per cell; "

@@ -3,9 +3,10 @@ ratio to one n×n Cholesky factorisation measured in the same process (issue 2).
 
 Two columns per size:
 - ``step``: one call of the jitted ``Engine.step`` against one call of a jitted
-  Cholesky (minimum of ``--repeats`` each, alternately). A call also pays the dispatch
-  of the state's ≈ 30 arrays — at N = 200 a jitted *identity* on the state without
-  its prior costs ≈ 0.35 Choleskys (``Engine.step`` keeps the prior out of the call).
+  Cholesky (minimum of ``--repeats`` each, alternately), each waited for on one output.
+  A call also pays the dispatch of the state's ≈ 30 arrays — at N = 200 a jitted
+  *identity* on the state without its prior costs 0.42 Choleskys (``Engine.step``
+  keeps the prior out of the call).
 - ``loop``: an iteration inside the compiled loop of ``Engine.run``, as a user's run
   spends it: (T(k₀ + m) − T(k₀)) / m for runs of exactly k₀ and k₀ + m iterations
   (tol = 0, started from the same sites), against (T'(k₀ + m) − T'(k₀)) / m for a

@@ -12,8 +12,25 @@ import pytest
 import bnlab
 from bnlab.models import full
 from bnlab.models.dense_linalg import (lower_gram, lower_solve, lower_solve_lower,
-                                      lower_triangular_inverse, signed_cholesky, times_lower)
+                                      lower_triangular_inverse, signed_cholesky,
+                                      symmetric_cholesky, times_lower)
 from bnlab.sites import Sites
+
+
+def test_symmetric_cholesky_is_numpys_factor_and_nan_when_not_positive_definite():
+    """``symmetric_cholesky`` (LAPACK on Mᵀ, not symmetrised) against numpy's factor of
+    a symmetric M; a matrix with a negative pivot gives NaN on the whole diagonal, which
+    the marginals' PSD flag reads (``full._factored``)."""
+    rng = np.random.default_rng(4)
+    A = rng.standard_normal((150, 150))
+    M = A @ A.T / 150 + np.eye(150)
+    M = 0.5 * (M + M.T)
+    np.testing.assert_allclose(np.asarray(symmetric_cholesky(jnp.asarray(M))),
+                               np.linalg.cholesky(M), rtol=1e-12, atol=1e-13)
+    M[100, 100] = -1.0
+    L = symmetric_cholesky(jnp.asarray(M))
+    assert np.all(np.isnan(np.diag(np.asarray(L))))
+    assert not bool(full._factored(L))
 
 
 def test_recursive_triangular_inverse_is_the_inverse():

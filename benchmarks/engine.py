@@ -78,8 +78,8 @@ def _problem(method, n, likelihood):
     options = (("base", "vi"),) if method == "heuristic" else ()
     engine = get_engine(model, method, ("gauss_hermite", 20), options)
     # every setting a device array: Python values would be transferred at every call
-    cfg = Settings(jnp.asarray(0.5 if "pep" in method else 1.0), jnp.asarray(0.5), jnp.asarray(1e-8),
-                   jnp.asarray(False), jnp.asarray(False))
+    cfg = Settings(jnp.asarray(0.5 if "pep" in method else 1.0), jnp.asarray(0.5),
+                   jnp.asarray(1e-8), jnp.asarray(False), jnp.asarray(False))
     state = engine.init(params, X, y, cfg)
     for _ in range(3):   # move away from the initial flat sites
         state, _ = engine.step(params, X, y, cfg, state)

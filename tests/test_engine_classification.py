@@ -182,7 +182,8 @@ def test_probit_slr_moments_closed_form_against_quadrature():
                            points=sorted(pts)[1:-1], limit=400, epsabs=1e-13, epsrel=1e-11)[0]
         nu = lambda f: norm.cdf(f) - norm.sf(f)  # noqa: E731
         mu = E(nu)
-        return mu, E(lambda f: (f - m) * (nu(f) - mu)), E(lambda f: (nu(f) - mu) ** 2 + 4 * norm.cdf(f) * norm.sf(f))
+        return (mu, E(lambda f: (f - m) * (nu(f) - mu)),
+                E(lambda f: (nu(f) - mu) ** 2 + 4 * norm.cdf(f) * norm.sf(f)))
 
     def by_scipy_closed_form(m, C):
         z = m / np.sqrt(1 + C)
@@ -198,7 +199,8 @@ def test_probit_slr_moments_closed_form_against_quadrature():
         np.testing.assert_allclose(closed, by_quadrature(m, C), rtol=1e-9, atol=1e-13)
         np.testing.assert_allclose(closed, by_scipy_closed_form(m, C), rtol=1e-12, atol=1e-300)
         if resolved:
-            generic = [float(np.ravel(v)[0]) for v in Likelihood.slr_moments(lik, {}, mean, cov, gh80)]
+            generic = [float(np.ravel(v)[0])
+                       for v in Likelihood.slr_moments(lik, {}, mean, cov, gh80)]
             np.testing.assert_allclose(generic, closed, rtol=1e-8, atol=1e-14)
 
 

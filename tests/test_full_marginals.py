@@ -95,23 +95,21 @@ def test_signed_cholesky_factors_a_matrix_of_known_inertia(n, positives):
                                                                   jnp.asarray(wrong)))))
 
 
-def _probit_prior(n, seed):
+def _probit_problem(n, seed):
+    """(model, params, X, prior, rng) on n sorted 1-D inputs; rng continues after X."""
     rng = np.random.default_rng(seed)
-    X = np.sort(rng.uniform(-5, 5, n))[:, None]
+    X = jnp.asarray(np.sort(rng.uniform(-5, 5, n))[:, None])
     model = bnlab.GP(bnlab.kernels.Matern52(1.5, 2.0), bnlab.likelihoods.Bernoulli("probit"))
-    return full.prepare(model, model.init_params(), jnp.asarray(X)), rng
+    params = model.init_params()
+    return model, params, X, full.prepare(model, params, X), rng
 
 
 def test_signed_form_means_and_predictions():
     """The mean-only path and prediction at new inputs with a third of the sites
     negative: C** = k** − K*ᵀΛ̄(I + KΛ̄)⁻¹K* (= k** − K*ᵀ(K + Λ̄⁻¹)⁻¹K*, no K⁻¹)."""
     n = 200
-    rng = np.random.default_rng(4)
-    X = np.sort(rng.uniform(-5, 5, n))[:, None]
-    Xs = np.linspace(-6, 6, 37)[:, None]
-    model = bnlab.GP(bnlab.kernels.Matern52(1.5, 2.0), bnlab.likelihoods.Bernoulli("probit"))
-    params = model.init_params()
-    prior = full.prepare(model, params, jnp.asarray(X))
+    model, params, X, prior, rng = _probit_problem(n, 4)
+    Xs = jnp.asarray(np.linspace(-6, 6, 37)[:, None])
     lam = rng.uniform(0.05, 2.0, n)
     lam[::3] = -rng.uniform(0.001, 0.03, len(lam[::3]))
     nu = rng.standard_normal(n)
@@ -123,9 +121,9 @@ def test_signed_form_means_and_predictions():
     assert bool(mean_only.psd)
     marg = full.marginals(prior, sites)
     assert float(mean_only.log_norm) == pytest.approx(float(marg.log_norm), rel=1e-12)
-    _, cov = full.predict(model, params, jnp.asarray(X), prior, sites, marg, jnp.asarray(Xs))
-    Ks = np.asarray(model.prior_covariance(params, jnp.asarray(X), jnp.asarray(Xs)))
-    kss = np.asarray(model.prior_variance(params, jnp.asarray(Xs)))[:, 0, 0]
+    _, cov = full.predict(model, params, X, prior, sites, marg, Xs)
+    Ks = np.asarray(model.prior_covariance(params, X, Xs))
+    kss = np.asarray(model.prior_variance(params, Xs))[:, 0, 0]
     Lam = np.diag(lam)
     dense = kss - np.einsum("ij,ij->j", Ks, Lam @ np.linalg.solve(np.eye(n) + K @ Lam, Ks))
     np.testing.assert_allclose(np.asarray(cov[:, 0, 0]), dense, rtol=1e-9, atol=1e-12)
@@ -136,7 +134,7 @@ def test_signed_form_for_site_precisions_of_either_sign(negative_every, zero_eve
     """Every 9th or every other site negative; with zero sites, few (patched columns)
     or many (every variance by the product form)."""
     n = 300
-    prior, rng = _probit_prior(n, 2)
+    *_, prior, rng = _probit_problem(n, 2)
     lam = rng.uniform(0.05, 2.0, n)
     lam[::negative_every] = -rng.uniform(0.001, 0.03, len(lam[::negative_every]))
     if zero_every:
@@ -180,12 +178,8 @@ def test_prior_cholesky_form_with_two_latents():
 def test_variances_equal_the_dense_posterior_covariance(smallest_site, every):
     """Every 7th site small: 43 > ``full.PATCHED_COLUMNS`` columns, all variances by the
     product form; every 40th: 8, those columns patched, the rest by the short form."""
-    rng = np.random.default_rng(1)
     n = 300
-    X = np.sort(rng.uniform(-5, 5, n))[:, None]
-    model = bnlab.GP(bnlab.kernels.Matern52(1.5, 2.0), bnlab.likelihoods.Bernoulli("probit"))
-    params = model.init_params()
-    prior = full.prepare(model, params, jnp.asarray(X))
+    *_, prior, rng = _probit_problem(n, 1)
     lam = rng.uniform(0.05, 2.0, n)
     lam[::every] = smallest_site
     sites = Sites(jnp.asarray(rng.standard_normal((n, 1))), jnp.asarray(lam[:, None, None]))

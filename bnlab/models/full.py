@@ -74,6 +74,19 @@ def _block_diag_times(prec, M):
 PATCHED_COLUMNS = 16
 
 
+def _sqrt_factor(K, lam):
+    """s = √λ and the Cholesky factor of B = I + s sᵀ ∘ K (the W½ form). Only round-off
+    negatives may be clipped here; ``_certified`` says whether that is all there was."""
+    s = jnp.sqrt(jnp.maximum(lam, 0.0))
+    return s, symmetric_cholesky(jnp.eye(K.shape[0]) + s[:, None] * K * s[None, :])
+
+
+def _certified(lam):
+    """Whether every negative site precision is round-off (≥ −1e-10 (1 + max|λ|)); the
+    W½ form cannot certify a posterior with larger ones."""
+    return jnp.min(lam) >= -1e-10 * (1.0 + jnp.max(jnp.abs(lam)))
+
+
 def _variances_sqrt(K, lam, s, L_inv, signed=None):
     """diag C for C = K − K S B⁻¹ S K, B = I + SKS = LLᵀ, S = diag(s), s = √λ; with
     ``signed = (σ, L)`` (the signed W½ form: σ = sign λ, s = √|λ|, B = Σ + SKS = LΣLᵀ)
@@ -141,24 +154,22 @@ def _marginals_sqrt(prior: FullPrior, sites: Sites) -> Marginals:
     K = prior.K
     lam = sites.prec[:, 0, 0]
     nu = sites.nat1[:, 0]
-    s = jnp.sqrt(jnp.maximum(lam, 0.0))
-    # only round-off negatives may be clipped; anything larger cannot be certified here
-    certified = jnp.min(lam) >= -1e-10 * (1.0 + jnp.max(jnp.abs(lam)))
-    L = symmetric_cholesky(jnp.eye(K.shape[0]) + s[:, None] * K * s[None, :])
+    s, L = _sqrt_factor(K, lam)
     L_inv = lower_triangular_inverse(L)
     Knu = K @ nu
     mean = Knu - K @ (s * ((L_inv @ (s * Knu)) @ L_inv))
     var = _variances_sqrt(K, lam, s, L_inv)
     log_norm = 0.5 * nu @ mean - jnp.sum(jnp.log(jnp.diag(L)))
-    psd = _factored(L) & jnp.all(var > 0) & certified
+    psd = _factored(L) & jnp.all(var > 0) & _certified(lam)
     return Marginals(mean[:, None], var[:, None, None], log_norm, psd,
                      jnp.zeros((K.shape[0], 1, 1)))
 
 
 class _SignedSystem(NamedTuple):
-    """The signed W½ form in the sorted order (``perm``): K_p = K[perm][:, perm],
-    g = √|λ_p|, M = Σ + g gᵀ ∘ K_p = L Σ Lᵀ."""
+    """The signed W½ form in the sorted order (``perm``; ``unsort`` maps back):
+    K_p = K[perm][:, perm], g = √|λ_p|, M = Σ + g gᵀ ∘ K_p = L Σ Lᵀ."""
     perm: jnp.ndarray
+    unsort: jnp.ndarray
     lam: jnp.ndarray
     sign: jnp.ndarray
     g: jnp.ndarray
@@ -187,7 +198,7 @@ def _signed_system(prior: FullPrior, sites: Sites) -> _SignedSystem:
     g = jnp.sqrt(jnp.abs(lam_p))
     K = prior.K[perm[:, None], perm[None, :]]
     L = signed_cholesky(jnp.diag(sign) + g[:, None] * K * g[None, :], sign)
-    return _SignedSystem(perm, lam_p, sign, g, K, L)
+    return _SignedSystem(perm, jnp.argsort(perm), lam_p, sign, g, K, L)
 
 
 def _marginals_signed(prior: FullPrior, sites: Sites) -> Marginals:
@@ -200,8 +211,7 @@ def _marginals_signed(prior: FullPrior, sites: Sites) -> Marginals:
     Knu = K @ nu[system.perm]
     mean_p = Knu - K @ (g * ((sign * (L_inv @ (g * Knu))) @ L_inv))
     var_p = _variances_sqrt(K, system.lam, g, L_inv, (sign, system.L))
-    unsort = jnp.argsort(system.perm)
-    mean, var = mean_p[unsort], var_p[unsort]
+    mean, var = mean_p[system.unsort], var_p[system.unsort]
     log_norm = 0.5 * nu @ mean - jnp.sum(jnp.log(jnp.diag(system.L)))
     psd = _factored(system.L) & jnp.all(var > 0)
     return Marginals(mean[:, None], var[:, None, None], log_norm, psd,
@@ -246,13 +256,11 @@ def _mean_only_sqrt(prior: FullPrior, sites: Sites) -> Marginals:
     of the N×N triangular solve of V (cov is NaN)."""
     K = prior.K
     lam, nu = sites.prec[:, 0, 0], sites.nat1[:, 0]
-    s = jnp.sqrt(jnp.maximum(lam, 0.0))
-    certified = jnp.min(lam) >= -1e-10 * (1.0 + jnp.max(jnp.abs(lam)))
-    L = symmetric_cholesky(jnp.eye(K.shape[0]) + s[:, None] * K * s[None, :])
+    s, L = _sqrt_factor(K, lam)
     Knu = K @ nu
     mean = Knu - K @ (s * cho_solve((L, True), s * Knu))
     log_norm = 0.5 * nu @ mean - jnp.sum(jnp.log(jnp.diag(L)))
-    psd = _factored(L) & certified
+    psd = _factored(L) & _certified(lam)
     N = K.shape[0]
     return Marginals(mean[:, None], jnp.full((N, 1, 1), jnp.nan), log_norm, psd,
                      jnp.zeros((N, 1, 1)))
@@ -267,7 +275,7 @@ def _mean_only_signed(prior: FullPrior, sites: Sites) -> Marginals:
     Knu = K @ nu[system.perm]
     w = system.sign * solve_triangular(L, g * Knu, lower=True)
     mean_p = Knu - K @ (g * solve_triangular(L, w, lower=True, trans="T"))
-    mean = mean_p[jnp.argsort(system.perm)]
+    mean = mean_p[system.unsort]
     log_norm = 0.5 * nu @ mean - jnp.sum(jnp.log(jnp.diag(L)))
     N = K.shape[0]
     return Marginals(mean[:, None], jnp.full((N, 1, 1), jnp.nan), log_norm,
@@ -324,8 +332,7 @@ def marginals_nonnegative(prior: FullPrior, sites: Sites) -> Marginals:
 
 
 def _predict_sqrt(prior, sites, mean, Ks, kss):
-    s = jnp.sqrt(jnp.maximum(sites.prec[:, 0, 0], 0.0))
-    L = symmetric_cholesky(jnp.eye(prior.K.shape[0]) + s[:, None] * prior.K * s[None, :])
+    s, L = _sqrt_factor(prior.K, sites.prec[:, 0, 0])
     V = solve_triangular(L, s[:, None] * Ks, lower=True)
     return kss - jnp.sum(V**2, 0)[:, None, None]
 

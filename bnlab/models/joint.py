@@ -48,6 +48,6 @@ def _one_latent_pair(prior: FullPrior, sites: Sites, pair):
     """The (2, 2) block for one latent by the signed W½ form (compiled: run op by op,
     its recursion took 0.8–1.5 s a call)."""
     system = _signed_system(prior, sites)
-    at = jnp.argsort(system.perm)[pair]                       # positions in sorted order
+    at = system.unsort[pair]                                  # positions in sorted order
     V = solve_triangular(system.L, system.g[:, None] * system.K[:, at], lower=True)
     return system.K[at[:, None], at[None, :]] - V.T @ (system.sign[:, None] * V)

@@ -47,6 +47,17 @@ def _is_one(alpha):
     return isinstance(alpha, (int, float)) and alpha == 1
 
 
+def _value_grad_hessian(fn, x):
+    """(f(x), ∇f(x), ∇²f(x)) in one pass (forward-over-reverse; the value and gradient
+    come out as the pass's aux)."""
+    def grad_and_value(z):
+        value, grad = jax.value_and_grad(fn)(z)
+        return grad, (value, grad)
+
+    hess, (value, grad) = jax.jacfwd(grad_and_value, has_aux=True)(x)
+    return value, grad, hess
+
+
 def log_softplus(x):
     """log(softplus(x)) without underflow: softplus(x) = exp(x) in float64 below
     x ≈ −745, where log(softplus) would be −∞ (and its gradient NaN). For x < −20,
@@ -85,9 +96,32 @@ class Likelihood:
     def expected_log_prob(self, params, y, mean, cov, rule):
         return cubature.expectation(lambda f: self.log_prob(params, y, f), rule, mean, cov)
 
+    def increasing_direction(self, y):
+        """A direction u (D,) along which log p(y|f) increases, or None
+        (``cubature.log_expectation_exp``)."""
+        return None
+
     def log_expected_power(self, params, y, mean, cov, alpha, rule):
-        return cubature.log_expectation_exp(
-            lambda f: alpha * self.log_prob(params, y, f), rule, mean, cov)
+        return cubature.log_expectation_exp(lambda f: alpha * self.log_prob(params, y, f),
+                                            rule, mean, cov, self.increasing_direction(y))
+
+    def log_expected_power_in_closed_form(self, alpha) -> bool:
+        """Whether ``log_expected_power`` is a closed form at this α (a trace-time
+        decision), rather than the caller's rule."""
+        return False
+
+    def log_expected_power_derivatives(self, params, y, mean, cov, alpha, rule):
+        """(log Z, ∇_m log Z, ∇²_m log Z) of Z(m) = E_{N(m, cov)}[p(y|f)^α], Power EP's
+        (log Z, g, h): a closed form differentiated by autodiff, else the caller's rule
+        with the Gaussian identities (``cubature.log_expectation_exp_derivatives``:
+        more accurate than differentiating the rule's sum, and one evaluation of
+        log p per node)."""
+        if self.log_expected_power_in_closed_form(alpha):
+            return _value_grad_hessian(
+                lambda m: self.log_expected_power(params, y, m, cov, alpha, rule), mean)
+        return cubature.log_expectation_exp_derivatives(
+            lambda f: alpha * self.log_prob(params, y, f), rule, mean, cov,
+            self.increasing_direction(y))
 
     def slr_moments(self, params, mean, cov, rule):
         """The moments of the statistical linear regression of ν(f) = E[y|f] under
@@ -171,6 +205,9 @@ class Gaussian(Likelihood):
         return (0.5 * (1 - alpha) * (LOG2PI + jnp.log(s2)) - 0.5 * jnp.log(alpha)
                 - 0.5 * (LOG2PI + jnp.log(v) + (y - mean[0]) ** 2 / v))
 
+    def log_expected_power_in_closed_form(self, alpha):
+        return True
+
     def predictive_moments(self, params, mean, cov, rule):
         return mean[0], cov[0, 0] + params["noise"]
 
@@ -247,6 +284,9 @@ class Bernoulli(Likelihood):
             return cubature.panel_expectation(self._log_cdf, y * mean[0], cov[0, 0], self.BENDS)
         return super().expected_log_prob(params, y, mean, cov, rule)
 
+    def increasing_direction(self, y):
+        return jnp.reshape(y, (1,))          # α log p(y|f) increases with y f
+
     def log_expected_power(self, params, y, mean, cov, alpha, rule):
         """log E[p(y|f)^α]: closed form for probit at α = 1 (R&W eq. 3.82,
         ∫ Φ(y f) N(f|m, v) df = Φ(y m / √(1 + v))), else the caller's rule or the panel
@@ -256,8 +296,12 @@ class Bernoulli(Likelihood):
         if self.expectations == "panels":
             return cubature.panel_log_expectation_exp(lambda z: alpha * self._log_cdf(z),
                                                       y * mean[0], cov[0, 0], self.BENDS)
-        return cubature.log_expectation_exp(lambda f: alpha * self.log_prob(params, y, f),
-                                            rule, mean, cov, increasing=jnp.reshape(y, (1,)))
+        return super().log_expected_power(params, y, mean, cov, alpha, rule)
+
+    def log_expected_power_in_closed_form(self, alpha):
+        """The probit closed form at α = 1 and the panel rule (whose nodes move with
+        the mean) are differentiated as they are."""
+        return (self.link == "probit" and _is_one(alpha)) or self.expectations == "panels"
 
     def predictive_moments(self, params, mean, cov, rule):
         """Probit: p = Φ(m/√(1 + v)) (R&W eq. 3.82), as in ``conditional_moments``
@@ -380,6 +424,9 @@ class Laplace(Likelihood):
         a1 = 0.5 * (c * s) ** 2 - c * mu + log_ndtr(mu / s - c * s)
         a2 = 0.5 * (c * s) ** 2 + c * mu + log_ndtr(-mu / s - c * s)
         return -alpha * jnp.log(2 * b) + logsumexp(jnp.stack([a1, a2]))
+
+    def log_expected_power_in_closed_form(self, alpha):
+        return True
 
     def sample(self, params, f, rng):
         return f[:, 0] + rng.laplace(0.0, float(params["scale"]), len(f))

@@ -83,11 +83,13 @@ def _outlier_problem(seed, n=16):
     return X, y
 
 
-@pytest.mark.parametrize("alpha,damping", [(1.0, 1.0), (1.0, 0.3), (0.5, 0.5)])
+@pytest.mark.parametrize("alpha,damping", [(1.0, 1.0), (1.0, 0.3), (0.5, 1.0)])
 def test_psd_flags_agree_with_dense_eigenvalues(alpha, damping):
+    """Power EP at α = 0.5 fails on these problems only undamped, and first at seed 4
+    (with the Gaussian-identity derivatives of log Z; through the rule it failed damped)."""
     lik = bnlab.likelihoods.StudentT(df=3.0, scale=0.05)
     flags_seen = []
-    for seed in range(3):
+    for seed in range(3 if alpha == 1.0 else 8):
         X, y = _outlier_problem(seed)
         model = bnlab.GP(kernel=bnlab.kernels.Matern32(0.7, 1.0), likelihood=lik)
         params = model.init_params()

@@ -7,8 +7,8 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-__all__ = ["LocalInput", "LocalUpdate", "Method", "sym", "inv_small", "solve_small", "logdet_small",
-           "value_grad_hessian"]
+__all__ = ["LocalInput", "LocalUpdate", "Method", "sym", "inv_small", "solve_small",
+           "logdet_small"]
 
 
 class LocalInput(NamedTuple):
@@ -85,14 +85,3 @@ def logdet_small(A):
     if A.shape[-1] == 1:
         return jnp.log(jnp.abs(A[0, 0]))
     return jnp.linalg.slogdet(A)[1]
-
-
-def value_grad_hessian(fn, x):
-    """(f(x), ∇f(x), ∇²f(x)) in one pass (forward-over-reverse; the value and gradient
-    come out as the pass's aux)."""
-    def grad_and_value(z):
-        value, grad = jax.value_and_grad(fn)(z)
-        return grad, (value, grad)
-
-    hess, (value, grad) = jax.jacfwd(grad_and_value, has_aux=True)(x)
-    return value, grad, hess

@@ -19,7 +19,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from ..sites import min_eigenvalue
-from .base import LocalInput, LocalUpdate, inv_small, solve_small, sym, value_grad_hessian
+from .base import LocalInput, LocalUpdate, inv_small, solve_small, sym
 
 __all__ = ["cavity", "log_tilted_normaliser", "tilted_derivatives", "pep_local",
            "pep_from_derivatives"]
@@ -47,8 +47,11 @@ def log_tilted_normaliser(lik, rule, inp: LocalInput, mc, Vc):
 
 
 def tilted_derivatives(lik, rule, inp: LocalInput, mc, Vc):
-    """(log Z, g, h) at the cavity mean from one pass over the cubature nodes."""
-    return value_grad_hessian(lambda m: log_tilted_normaliser(lik, rule, inp, m, Vc), mc)
+    """(log Z, g, h) at the cavity mean from one pass over the cubature nodes (under a
+    rule by the Gaussian identities, as BayesNewton's ``moment_match_cubature``:
+    ``Likelihood.log_expected_power_derivatives``)."""
+    return lik.log_expected_power_derivatives(inp.lik_params, inp.y, mc, Vc + inp.cond_var,
+                                              inp.alpha, rule)
 
 
 def pep_from_derivatives(g, h, Pc, alpha):

@@ -42,7 +42,7 @@ import jax.numpy as jnp
 
 from .base import LocalInput, LocalUpdate, inv_small, sym
 from .linearisation import pl2_target
-from .power_ep import cavity, log_tilted_normaliser
+from .power_ep import cavity, tilted_derivatives
 from .variational import expected_log_lik
 
 __all__ = ["BFGSState", "bfgs_init", "damped_bfgs", "laplace_qn_local", "vi_qn_local",
@@ -91,8 +91,14 @@ def damped_bfgs(state: BFGSState, mean, grad_now, grad_prev, rho, xi):
                      jnp.array(True))
 
 
-def _secant_local(target, xi, at_cavity=False, energy_gradient=None):
-    """QN local update for a surrogate ``target(inp, m, C)`` whose m-Hessian B tracks.
+def _gradient_in_mean(target):
+    """``(inp, m, C) ↦ ∇_m target(inp, m, C)`` by autodiff."""
+    return lambda inp, m, C: jax.grad(lambda m_: target(inp, m_, C))(m)
+
+
+def _secant_local(gradient, xi, at_cavity=False, energy_gradient=None):
+    """QN local update for a surrogate whose m-Hessian B tracks, given its gradient
+    ``gradient(inp, m, C)`` = ∇_m target(inp, m, C).
     ``energy_gradient(derivatives, inp)``: ∇_m target at the current (m, C) from the
     derivatives the engine carries over from the energy pass of the step that produced
     these marginals (``Method.reuses_energy_pass``), so that only the secant's gradient
@@ -102,9 +108,9 @@ def _secant_local(target, xi, at_cavity=False, energy_gradient=None):
             Pc, C, m, ok = cavity(inp.mean, inp.cov, inp.nat1, inp.prec, inp.alpha)
         else:
             C, m, ok = inp.cov, inp.mean, jnp.array(True)
-        grad = jax.grad(lambda m_: target(inp, m_, C))
-        g_now = grad(m) if inp.derivatives is None else energy_gradient(inp.derivatives, inp)
-        g_prev = jnp.where(inp.aux.started, grad(inp.aux.mean), g_now)
+        g_now = (gradient(inp, m, C) if inp.derivatives is None
+                 else energy_gradient(inp.derivatives, inp))
+        g_prev = jnp.where(inp.aux.started, gradient(inp, inp.aux.mean, C), g_now)
         aux = damped_bfgs(inp.aux, m, g_now, g_prev, inp.rho, xi)
         if not at_cavity:
             return LocalUpdate(g_now, aux.B, m, ok), aux
@@ -116,21 +122,27 @@ def _secant_local(target, xi, at_cavity=False, energy_gradient=None):
 
 
 def laplace_qn_local(lik, rule, xi):
-    return _secant_local(lambda inp, m, C: lik.log_prob(inp.lik_params, inp.y, m), xi)
+    log_lik = lambda inp, m, C: lik.log_prob(inp.lik_params, inp.y, m)  # noqa: E731
+    return _secant_local(_gradient_in_mean(log_lik), xi)
 
 
 def vi_qn_local(lik, rule, xi):
     """The ELBO's pass carries ∇_m E_q[log p] (CVI's J) at the current marginals."""
-    return _secant_local(lambda inp, m, C: expected_log_lik(lik, rule, inp, m, C), xi,
+    target = lambda inp, m, C: expected_log_lik(lik, rule, inp, m, C)  # noqa: E731
+    return _secant_local(_gradient_in_mean(target), xi,
                          energy_gradient=lambda derivatives, inp: derivatives[0])
 
 
 def pl2_qn_local(lik, rule, xi):
-    return _secant_local(lambda inp, m, C: pl2_target(lik, rule, inp, m, C), xi)
+    target = lambda inp, m, C: pl2_target(lik, rule, inp, m, C)  # noqa: E731
+    return _secant_local(_gradient_in_mean(target), xi)
 
 
 def pep_qn_local(lik, rule, xi):
-    """The PEP energy's pass carries ∇ log Z at the same cavity mean (Power EP's g)."""
+    """The PEP energy's pass carries ∇ log Z at the same cavity mean (Power EP's g). The
+    secant's gradient at the previous mean is taken the same way (under a rule by the
+    Gaussian identities, ``tilted_derivatives``): a gradient of another formula there
+    would differ by the rule's error, which the secant would read as curvature."""
     return _secant_local(
-        lambda inp, m, V: log_tilted_normaliser(lik, rule, inp, m, V) / inp.alpha, xi,
+        lambda inp, m, V: tilted_derivatives(lik, rule, inp, m, V)[1] / inp.alpha, xi,
         at_cavity=True, energy_gradient=lambda derivatives, inp: derivatives[0] / inp.alpha)

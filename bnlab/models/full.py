@@ -192,13 +192,24 @@ def _signed_system(prior: FullPrior, sites: Sites) -> _SignedSystem:
     neither K's Cholesky factor nor its jitter, and it costs one N³/3 factorisation
     instead of three N³/3-class passes (B = I + L_KᵀΛ̄L_K, its Cholesky, the solve)."""
     lam = sites.prec[:, 0, 0]
-    perm = jnp.argsort(lam < 0, stable=True)
+    perm, unsort = _positive_first(lam < 0)
     lam_p = lam[perm]
     sign = jnp.where(lam_p < 0, -1.0, 1.0).astype(lam.dtype)
     g = jnp.sqrt(jnp.abs(lam_p))
     K = prior.K[perm[:, None], perm[None, :]]
     L = signed_cholesky(jnp.diag(sign) + g[:, None] * K * g[None, :], sign)
-    return _SignedSystem(perm, jnp.argsort(perm), lam_p, sign, g, K, L)
+    return _SignedSystem(perm, unsort, lam_p, sign, g, K, L)
+
+
+def _positive_first(negative):
+    """(perm, unsort) of the stable partition that puts the non-negative sites first
+    (``jnp.argsort(negative, stable=True)`` and its inverse) by counting, O(N): two
+    argsorts of N = 200 took ≈ 30 µs."""
+    keep = ~negative
+    unsort = jnp.where(negative, jnp.sum(keep) + jnp.cumsum(negative) - 1, jnp.cumsum(keep) - 1)
+    perm = jnp.zeros_like(unsort).at[unsort].set(jnp.arange(negative.shape[0]),
+                                                  unique_indices=True)
+    return perm, unsort
 
 
 def _marginals_signed(prior: FullPrior, sites: Sites) -> Marginals:

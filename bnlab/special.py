@@ -33,7 +33,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-__all__ = ["log_ndtr", "ndtr_pair"]
+__all__ = ["log_ndtr", "inverse_mills_ratio", "ndtr_pair"]
 
 _TAIL = -30.0
 _HALF_LOG_2PI = 0.9189385332046727
@@ -88,6 +88,30 @@ def _log_ndtr_jvp(primals, tangents):
     mills = jnp.where(tail, -x_tail / (1.0 + _tail_series(x_tail)),
                       jnp.exp(-0.5 * x_body * x_body - jnp.where(tail, 0.0, value) - _HALF_LOG_2PI))
     return value, dx * mills
+
+
+@jax.custom_jvp
+def inverse_mills_ratio(x):
+    """φ(x)/Φ(x) = d log Φ / dx without log Φ: exp(−x²/2 − ½ log 2π)/Φ(x), Φ from the
+    body's one ``erfc`` (for x ≥ −30 neither the exp, ≥ 1e−196, nor Φ, ≥ 1e−198,
+    underflows), and −x / (1 + series) in the tail. For a pass that needs the
+    derivative alone (the quasi-Newton secant's gradient at the previous mean): there
+    log Φ's jvp rule above, which reuses the value, also pays the value's log."""
+    x = jnp.asarray(x)
+    tail = x < _TAIL
+    x_body, x_tail = jnp.where(tail, _TAIL, x), jnp.where(tail, x, _TAIL)
+    p = _phi_minus_abs(x_body)
+    cdf = jnp.where(x_body >= 0, 1.0 - p, p)
+    return jnp.where(tail, -x_tail / (1.0 + _tail_series(x_tail)),
+                     jnp.exp(-0.5 * x_body * x_body - _HALF_LOG_2PI) / cdf)
+
+
+@inverse_mills_ratio.defjvp
+def _inverse_mills_ratio_jvp(primals, tangents):
+    """d(φ/Φ)/dx = −m(x + m), with no Φ², which underflows below x ≈ −26.5."""
+    (x,), (dx,) = primals, tangents
+    m = inverse_mills_ratio(x)
+    return m, dx * (-m * (x + m))
 
 
 def ndtr_pair(x):

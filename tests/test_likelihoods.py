@@ -170,3 +170,16 @@ def test_power_ep_derivatives_of_two_latents_against_a_converged_rule():
     reference = (log_z_of(mean), jax.grad(log_z_of)(mean), jax.hessian(log_z_of)(mean))
     for got, want, tol in zip(ours, reference, (1e-8, 1e-7, 1e-6)):
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=tol)
+
+
+def test_probit_mean_gradient_of_the_expected_log_likelihood_equals_autodiffs():
+    """vi_qn's secant gradient at the previous mean (``expected_log_prob_mean_gradient``,
+    by the inverse Mills ratio) against reverse-mode autodiff of the rule's
+    E[log Φ(y f)], in the body and both tails."""
+    import jax
+    lik = Bernoulli("probit")
+    for m, v, y in [(0.3, 2.0, 1.0), (-60.0, 1e-4, 1.0), (40.0, 1e4, -1.0), (-5.0, 0.5, -1.0)]:
+        mean, cov = jnp.array([m]), jnp.array([[v]])
+        ours = lik.expected_log_prob_mean_gradient({}, y, mean, cov, RULE)
+        autodiff = jax.grad(lambda mm: lik.expected_log_prob({}, y, mm, cov, RULE))(mean)
+        np.testing.assert_allclose(np.asarray(ours), np.asarray(autodiff), rtol=1e-12)

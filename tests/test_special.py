@@ -56,3 +56,16 @@ def test_ndtr_pair_matches_scipy_in_both_tails():
     np.testing.assert_allclose(q, norm.sf(x), rtol=1e-13, atol=1e-300)
     dp = np.asarray(jax.jit(jax.vmap(jax.grad(lambda v: ndtr_pair(v)[0])))(x))
     np.testing.assert_allclose(dp, norm.pdf(x), rtol=1e-12, atol=1e-300)
+
+
+
+def test_log_free_inverse_mills_ratio_and_its_derivative():
+    """``special.inverse_mills_ratio`` (φ/Φ from one erfc, for gradient-only passes)
+    against the reference above, and its derivative −m(x + m) against −g(x + g) with
+    the reference's x + g (the continued fraction below −20)."""
+    from bnlab import special
+    g, x_plus_g = inverse_mills_ratio(X)
+    np.testing.assert_allclose(np.asarray(special.inverse_mills_ratio(X)), g, rtol=1e-12,
+                               atol=1e-300)
+    derivative = np.asarray(jax.vmap(jax.grad(special.inverse_mills_ratio))(X))
+    np.testing.assert_allclose(derivative, -g * x_plus_g, rtol=1e-9, atol=1e-300)

@@ -43,7 +43,6 @@ import jax.numpy as jnp
 from .base import LocalInput, LocalUpdate, inv_small, sym
 from .linearisation import pl2_target
 from .power_ep import cavity, tilted_derivatives
-from .variational import expected_log_lik
 
 __all__ = ["BFGSState", "bfgs_init", "damped_bfgs", "laplace_qn_local", "vi_qn_local",
            "pl2_qn_local", "pep_qn_local", "B0_SCALE", "PEP_B0_SCALE"]
@@ -127,10 +126,12 @@ def laplace_qn_local(lik, rule, xi):
 
 
 def vi_qn_local(lik, rule, xi):
-    """The ELBO's pass carries ∇_m E_q[log p] (CVI's J) at the current marginals."""
-    target = lambda inp, m, C: expected_log_lik(lik, rule, inp, m, C)  # noqa: E731
-    return _secant_local(_gradient_in_mean(target), xi,
-                         energy_gradient=lambda derivatives, inp: derivatives[0])
+    """The ELBO's pass carries ∇_m E_q[log p] (CVI's J) at the current marginals; the
+    previous mean's is the likelihood's ``expected_log_prob_mean_gradient``."""
+    def gradient(inp, m, C):
+        return lik.expected_log_prob_mean_gradient(inp.lik_params, inp.y, m,
+                                                   C + inp.cond_var, rule)
+    return _secant_local(gradient, xi, energy_gradient=lambda derivatives, inp: derivatives[0])
 
 
 def pl2_qn_local(lik, rule, xi):

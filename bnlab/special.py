@@ -43,19 +43,22 @@ _SERIES_BELOW = 0.01
 @jax.custom_jvp
 def log_ndtr(x):
     """log Φ(x) elementwise (float64 accurate to ≈ 1e-14 relative)."""
-    x = jnp.asarray(x)
-    tail = x < _TAIL
-    # each branch gets an input it is valid on, so no branch makes a NaN gradient
-    x_body = jnp.where(tail, _TAIL, x)
+    tail, x_body, x_tail = _split_at_tail(x)
     upper = x_body >= 0
     p = _phi_minus_abs(x_body)
-    x_tail = jnp.where(tail, x, _TAIL)
     # one log for all three branches: log Φ(x) = log(1 − p), log p, or
     # −x²/2 − ½ log 2π − log(−x / (1 + series))
-    log_arg = jnp.log(jnp.where(tail, -x_tail / (1.0 + _tail_series(x_tail)),
-                                jnp.where(upper, 1.0 - p, p)))
+    log_arg = jnp.log(jnp.where(tail, _tail_mills(x_tail), jnp.where(upper, 1.0 - p, p)))
     return jnp.where(tail, -0.5 * x_tail * x_tail - _HALF_LOG_2PI - log_arg,
                      jnp.where(upper & (p < _SERIES_BELOW), _log1m_series(p), log_arg))
+
+
+def _split_at_tail(x):
+    """(x < −30, x clamped to the body, x clamped to the tail): each branch gets an
+    input it is valid on, so no branch makes a NaN gradient."""
+    x = jnp.asarray(x)
+    tail = x < _TAIL
+    return tail, jnp.where(tail, _TAIL, x), jnp.where(tail, x, _TAIL)
 
 
 def _phi_minus_abs(x):
@@ -77,15 +80,19 @@ def _tail_series(x):
     return u * (-1.0 + u * (3.0 + u * (-15.0 + u * (105.0 + u * -945.0))))
 
 
+def _tail_mills(x):
+    """φ(x)/Φ(x) = −x / (1 + series) for x ≤ −30."""
+    return -x / (1.0 + _tail_series(x))
+
+
 @log_ndtr.defjvp
 def _log_ndtr_jvp(primals, tangents):
     """d log Φ / dx = φ/Φ: from the value in the body, and as −x / (1 + series) in the
     tail, where exp(−x²/2 − log Φ) would subtract two numbers of size x²/2."""
     (x,), (dx,) = primals, tangents
     value = log_ndtr(x)
-    tail = x < _TAIL
-    x_body, x_tail = jnp.where(tail, _TAIL, x), jnp.where(tail, x, _TAIL)
-    mills = jnp.where(tail, -x_tail / (1.0 + _tail_series(x_tail)),
+    tail, x_body, x_tail = _split_at_tail(x)
+    mills = jnp.where(tail, _tail_mills(x_tail),
                       jnp.exp(-0.5 * x_body * x_body - jnp.where(tail, 0.0, value) - _HALF_LOG_2PI))
     return value, dx * mills
 
@@ -97,13 +104,9 @@ def inverse_mills_ratio(x):
     underflows), and −x / (1 + series) in the tail. For a pass that needs the
     derivative alone (the quasi-Newton secant's gradient at the previous mean): there
     log Φ's jvp rule above, which reuses the value, also pays the value's log."""
-    x = jnp.asarray(x)
-    tail = x < _TAIL
-    x_body, x_tail = jnp.where(tail, _TAIL, x), jnp.where(tail, x, _TAIL)
-    p = _phi_minus_abs(x_body)
-    cdf = jnp.where(x_body >= 0, 1.0 - p, p)
-    return jnp.where(tail, -x_tail / (1.0 + _tail_series(x_tail)),
-                     jnp.exp(-0.5 * x_body * x_body - _HALF_LOG_2PI) / cdf)
+    tail, x_body, x_tail = _split_at_tail(x)
+    return jnp.where(tail, _tail_mills(x_tail),
+                     jnp.exp(-0.5 * x_body * x_body - _HALF_LOG_2PI) / ndtr_pair(x_body)[0])
 
 
 @inverse_mills_ratio.defjvp

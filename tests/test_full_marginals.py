@@ -2,7 +2,7 @@
 of ``_variances_sqrt`` (the short form (1 − [B⁻¹]_nn)/λ_n, and the product form it
 falls back to where some λ_n is zero, as at initialisation, or too small for the short
 form: for those columns when they are few, else for all), the signed W½ form for site
-precisions of either sign (and its factor, ``dense_linalg.signed_cholesky``), the
+precisions of either sign (and its factor and inverse, ``dense_linalg.signed_cholesky_and_inverse``), the
 prior-Cholesky form for 2×2 site blocks; the triangular-aware products and solves of
 ``dense_linalg`` against dense numpy ones."""
 import jax.numpy as jnp
@@ -12,8 +12,9 @@ import pytest
 import bnlab
 from bnlab.models import full
 from bnlab.models.dense_linalg import (lower_gram, lower_solve, lower_solve_lower,
-                                      lower_triangular_inverse, signed_cholesky,
-                                      symmetric_cholesky, times_lower)
+                                      lower_triangular_inverse,
+                                      signed_cholesky_and_inverse, symmetric_cholesky,
+                                      times_lower)
 from bnlab.sites import Sites
 
 
@@ -75,10 +76,13 @@ def _dense_posterior(K, Lam):
     return np.linalg.solve((np.eye(len(K)) + Lam @ K).T, K.T).T
 
 
-@pytest.mark.parametrize("n, positives", [(300, 0), (300, 137), (300, 300), (129, 64), (200, 100)])
+@pytest.mark.parametrize("n, positives", [(300, 0), (300, 137), (300, 300), (129, 64),
+                                          (200, 100), (700, 300)])
 def test_signed_cholesky_factors_a_matrix_of_known_inertia(n, positives):
     """M = Σ + GKG with positives first, as the full-GP marginals build it: the sign
-    changes inside a leaf (137 of 300, 64 of 129) or at a split (100 of 200)."""
+    changes inside a leaf (137 of 300, 64 of 129, 300 of 700) or at a split (100 of
+    200); 700 > 600 takes the large-matrix leaves (``signed_leaf``). The inverse comes
+    with the factor."""
     rng = np.random.default_rng(n + positives)
     A = rng.standard_normal((n, n))
     K = A @ A.T / n + 0.1 * np.eye(n)
@@ -86,13 +90,14 @@ def test_signed_cholesky_factors_a_matrix_of_known_inertia(n, positives):
     g = np.sqrt(np.where(sign > 0, rng.uniform(0.1, 2.0, n), rng.uniform(0.0, 0.05, n)))
     M = np.diag(sign) + g[:, None] * K * g
     assert np.sum(np.linalg.eigvalsh(M) > 0) == positives    # the inertia of Σ
-    L = np.asarray(signed_cholesky(jnp.asarray(M), jnp.asarray(sign)))
-    assert np.all(np.triu(L, 1) == 0)
+    L, L_inv = map(np.asarray, signed_cholesky_and_inverse(jnp.asarray(M), jnp.asarray(sign)))
+    assert np.all(np.triu(L, 1) == 0) and np.all(np.triu(L_inv, 1) == 0)
     np.testing.assert_allclose(L @ np.diag(sign) @ L.T, M, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(L_inv, np.linalg.inv(L), rtol=0, atol=1e-12)
     wrong = np.where(np.arange(n) < positives + 1, 1.0, -1.0)     # one sign too many
     if positives < n:
-        assert not np.all(np.isfinite(np.asarray(signed_cholesky(jnp.asarray(M),
-                                                                  jnp.asarray(wrong)))))
+        factors = signed_cholesky_and_inverse(jnp.asarray(M), jnp.asarray(wrong))
+        assert not any(np.all(np.isfinite(np.asarray(F))) for F in factors)
 
 
 def _probit_problem(n, seed):

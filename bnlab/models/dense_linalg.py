@@ -17,9 +17,11 @@ the known zero blocks are never multiplied:
 ``lower_solve_lower``         L⁻¹R for a lower-triangular right-hand side R (the result is
                               lower-triangular), N³/3 flops instead of the N³ of a solve
                               that ignores R's zeros.
-``signed_cholesky``           M = L diag(σ) Lᵀ for symmetric M of known inertia σ (sorted,
-                              +1 first), N³/3 flops; the factor of the one-latent form
-                              of the full-GP marginals for site precisions of either sign.
+``signed_cholesky_and_inverse``
+                              M = L diag(σ) Lᵀ for symmetric M of known inertia σ (sorted,
+                              +1 first), and L⁻¹, 2N³/3 flops; the factor of the
+                              one-latent form of the full-GP marginals for site
+                              precisions of either sign.
 ``column_sums``               1ᵀM as a matrix–vector product: XLA:CPU fuses ``jnp.sum``
                               of a matrix product into one YNNPACK kernel 2.3–4× slower
                               than the product alone.
@@ -28,7 +30,8 @@ the known zero blocks are never multiplied:
                               ``jnp.linalg.cholesky`` adds.
 The recursion is unrolled at trace time. Leaves are dense; ``lower_triangular_inverse``
 stops at 32 rows up to N = 600, the solves at 64 (``inverse_leaf``, ``solve_leaf``), both
-at ``LEAF`` above; the products at ``LEAF``; ``signed_cholesky`` at ``SIGNED_LEAF``.
+at ``LEAF`` above; the products at ``LEAF``; ``signed_cholesky_and_inverse`` at
+``signed_leaf``.
 """
 from __future__ import annotations
 
@@ -134,36 +137,51 @@ def lower_solve_lower(L, R, leaf: int | None = None):
                       [lower_left, lower_solve_lower(L[h:, h:], R[h:, h:], leaf)]])
 
 
-#: Leaf of ``signed_cholesky``. The factorisation alone of a 50 % negative benchmark
-#: system, one call each, alternately, in Choleskys of the same size (eleventh session):
-#: leaves of 32/64/128 rows 1.98/1.88/2.64 at N = 200, 1.44/1.39/1.52 at N = 500,
-#: 1.16/1.12/1.14 at N = 1000.
-SIGNED_LEAF = 64
+def signed_leaf(n: int) -> int:
+    """Leaf size of ``signed_cholesky_and_inverse`` for an N×N matrix. Factor and
+    inverse of a benchmark system (36 % negative sites), one call each, alternately, in
+    Choleskys of the same size (fourteenth session): leaves of 32/64 rows 2.18/2.37 at
+    N = 200, 1.92/1.89 at N = 500, 2.12/1.78 at N = 1000 (128: 1.85)."""
+    return 32 if n <= 600 else 64
 
 
-def signed_cholesky(M, sign, leaf: int = SIGNED_LEAF):
-    """Lower-triangular L with M = L diag(σ) Lᵀ, for symmetric (N, N) M whose leading
-    principal submatrices M₁:ₖ,₁:ₖ all have the inertia of σ₁:ₖ (``sign``, entries ±1,
-    sorted +1 first). No pivoting is needed under that condition, and it is exactly
-    what the full-GP marginals guarantee (``bnlab.models.full._signed_system``). A
-    leading block that breaks it makes a leaf's Cholesky fail: L has NaNs.
+def signed_cholesky_and_inverse(M, sign, leaf: int | None = None):
+    """(L, L⁻¹) for lower-triangular L with M = L diag(σ) Lᵀ, for symmetric (N, N) M
+    whose leading principal submatrices M₁:ₖ,₁:ₖ all have the inertia of σ₁:ₖ (``sign``,
+    entries ±1, sorted +1 first). No pivoting is needed under that condition, and it
+    is exactly what the full-GP marginals guarantee (``bnlab.models.full._signed_system``).
+    A leading block that breaks it makes a leaf's Cholesky fail: L and L⁻¹ have NaNs.
 
     Block recursion, as for a Cholesky factor: with M₁₁ = L₁₁ Σ₁ L₁₁ᵀ,
-    L₂₁ = M₂₁ L₁₁⁻ᵀ Σ₁ and the Schur complement S = M₂₂ − L₂₁ Σ₁ L₂₁ᵀ = M₂₂ − Zᵀ Σ₁ Z,
-    Z = L₁₁⁻¹ M₁₂, factored with σ₂ (N³/3 flops, mostly products and ``lower_solve``)."""
+    L₂₁ = M₂₁ L₁₁⁻ᵀ Σ₁ = ZᵀΣ₁ for Z = L₁₁⁻¹ M₁₂, the Schur complement
+    S = M₂₂ − L₂₁ Σ₁ L₂₁ᵀ = M₂₂ − Zᵀ Σ₁ Z factored with σ₂, and
+    L⁻¹ = [[L₁₁⁻¹, 0], [−L₂₂⁻¹ L₂₁ L₁₁⁻¹, L₂₂⁻¹]]. The inverse of each leading block
+    comes out of the recursion, so Z is a matrix product instead of a triangular solve
+    (XLA:CPU runs the product ≈ 3× faster per flop), and the marginals, which need L⁻¹,
+    do not invert L again: factor and inverse at N = 200 in 2.2–2.3 Choleskys against
+    2.5–2.7 for the factor followed by ``lower_triangular_inverse``, L alone (the
+    unused products pruned) as fast as before (benchmarks/README.md, fourteenth
+    session). Z through the inverse has the forward error of the triangular solve,
+    ε·cond(L₁₁, Z) (Du Croz & Higham 1992), and ‖L₁₁⁻¹‖ ≤ 1 for the positive leading
+    block, M₁₁ = I + G₁K₁₁G₁ ≥ I."""
     n = M.shape[0]
+    leaf = signed_leaf(n) if leaf is None else leaf
     if n <= leaf:
-        return _signed_cholesky_leaf(M, sign)
+        L = _signed_cholesky_leaf(M, sign)
+        return L, solve_triangular(L, jnp.eye(n, dtype=M.dtype), lower=True)
     h = _split(n)
-    top_left = signed_cholesky(M[:h, :h], sign[:h], leaf)
-    Z = lower_solve(top_left, M[h:, :h].T)
-    bottom_right = signed_cholesky(M[h:, h:] - Z.T @ (sign[:h, None] * Z), sign[h:], leaf)
-    return jnp.block([[top_left, jnp.zeros((h, n - h), M.dtype)],
-                      [Z.T * sign[None, :h], bottom_right]])
+    L11, L11_inv = signed_cholesky_and_inverse(M[:h, :h], sign[:h], leaf)
+    Z = L11_inv @ M[h:, :h].T
+    L21 = Z.T * sign[None, :h]
+    L22, L22_inv = signed_cholesky_and_inverse(M[h:, h:] - L21 @ Z, sign[h:], leaf)
+    zeros = jnp.zeros((h, n - h), M.dtype)
+    L = jnp.block([[L11, zeros], [L21, L22]])
+    L_inv = jnp.block([[L11_inv, zeros], [-(L22_inv @ (L21 @ L11_inv)), L22_inv]])
+    return L, L_inv
 
 
 def _signed_cholesky_leaf(M, sign):
-    """A leaf of ``signed_cholesky``: a pure-sign block (every leaf but the one where σ
+    """A leaf of ``signed_cholesky_and_inverse``: a pure-sign block (every leaf but the one where σ
     changes sign) is σ₀ times a positive definite matrix, one Cholesky. Otherwise, with
     p leading +1s, M = [[A, Bᵀ], [B, C]]: the factor is [[chol A, 0], [B chol(A)⁻ᵀ,
     chol(BA⁻¹Bᵀ − C)]], which is the Cholesky factor of T = [[A, Bᵀ], [B, 2BA⁻¹Bᵀ − C]]

@@ -11,7 +11,8 @@ N(m, C) with C = (K⁻¹ + Λ̄)⁻¹ and m = C ν̄. K is never inverted. Three
   (for the sites where it is not).
 * **Signed W½ form** (one latent, site precisions of either sign — pl2, and EP or
   Laplace on non-log-concave likelihoods): with g = √|λ|, Σ = diag(sign λ), sites
-  sorted positive first, M = Σ + g gᵀ ∘ K = L Σ Lᵀ (``dense_linalg.signed_cholesky``);
+  sorted positive first, M = Σ + g gᵀ ∘ K = L Σ Lᵀ
+  (``dense_linalg.signed_cholesky_and_inverse``);
   the posterior is PD exactly when M has the inertia of Σ, and then every leading
   block of M does too, so the factorisation exists without pivoting and a failed one
   *is* the PSD diagnostic. K is neither inverted nor factored (``_signed_system``).
@@ -34,7 +35,8 @@ from jax.scipy.linalg import cho_solve, solve_triangular
 
 from ..sites import Marginals, Sites
 from .dense_linalg import (column_sums, lower_gram, lower_solve_lower,
-                           lower_triangular_inverse, signed_cholesky, symmetric_cholesky)
+                           lower_triangular_inverse, signed_cholesky_and_inverse,
+                           symmetric_cholesky)
 
 __all__ = ["FullPrior", "prepare", "marginals", "marginals_nonnegative", "marginals_mean_only",
            "marginals_mean_only_nonnegative", "predict"]
@@ -57,7 +59,7 @@ def prepare(model, params, X) -> FullPrior:
 
 def _factored(L):
     """Whether a Cholesky factor exists: a failed factorisation is NaN throughout (LAPACK
-    reports it, jax fills the factor; ``signed_cholesky`` propagates a failed leaf into
+    reports it, jax fills the factor; ``signed_cholesky_and_inverse`` propagates a failed leaf into
     every later block), and a non-finite input reaches the diagonal, so the diagonal
     tells (the whole N×N check was a 20 µs pass at N = 200)."""
     return jnp.all(jnp.isfinite(jnp.diag(L)))
@@ -167,7 +169,8 @@ def _marginals_sqrt(prior: FullPrior, sites: Sites) -> Marginals:
 
 class _SignedSystem(NamedTuple):
     """The signed W½ form in the sorted order (``perm``; ``unsort`` maps back):
-    K_p = K[perm][:, perm], g = √|λ_p|, M = Σ + g gᵀ ∘ K_p = L Σ Lᵀ."""
+    K_p = K[perm][:, perm], g = √|λ_p|, M = Σ + g gᵀ ∘ K_p = L Σ Lᵀ, and L⁻¹ (pruned
+    by XLA where unused)."""
     perm: jnp.ndarray
     unsort: jnp.ndarray
     lam: jnp.ndarray
@@ -175,6 +178,7 @@ class _SignedSystem(NamedTuple):
     g: jnp.ndarray
     K: jnp.ndarray
     L: jnp.ndarray
+    L_inv: jnp.ndarray
 
 
 def _signed_system(prior: FullPrior, sites: Sites) -> _SignedSystem:
@@ -187,18 +191,19 @@ def _signed_system(prior: FullPrior, sites: Sites) -> _SignedSystem:
     of Σ_S when the posterior is PD: M_S is the M of the sub-problem with prior K_SS
     and the sites on S, which is the marginal on S of the posterior without the
     (negative) sites outside S, and dropping negative sites only adds precision.
-    So ``signed_cholesky`` needs no pivoting, fails (NaN) exactly when the posterior is
-    not PD, and |I + KΛ̄| = |Σ||M| = |L|². Unlike the prior-Cholesky form it needs
-    neither K's Cholesky factor nor its jitter, and it costs one N³/3 factorisation
-    instead of three N³/3-class passes (B = I + L_KᵀΛ̄L_K, its Cholesky, the solve)."""
+    So ``signed_cholesky_and_inverse`` needs no pivoting, fails (NaN) exactly when the
+    posterior is not PD, and |I + KΛ̄| = |Σ||M| = |L|². Unlike the prior-Cholesky form
+    it needs neither K's Cholesky factor nor its jitter, and factor and inverse cost
+    2N³/3 flops instead of three N³/3-class passes and a product (B = I + L_KᵀΛ̄L_K,
+    its Cholesky, the solve, diag WWᵀ)."""
     lam = sites.prec[:, 0, 0]
     perm, unsort = _positive_first(lam < 0)
     lam_p = lam[perm]
     sign = jnp.where(lam_p < 0, -1.0, 1.0).astype(lam.dtype)
     g = jnp.sqrt(jnp.abs(lam_p))
     K = prior.K[perm[:, None], perm[None, :]]
-    L = signed_cholesky(jnp.diag(sign) + g[:, None] * K * g[None, :], sign)
-    return _SignedSystem(perm, unsort, lam_p, sign, g, K, L)
+    L, L_inv = signed_cholesky_and_inverse(jnp.diag(sign) + g[:, None] * K * g[None, :], sign)
+    return _SignedSystem(perm, unsort, lam_p, sign, g, K, L, L_inv)
 
 
 def _positive_first(negative):
@@ -214,10 +219,9 @@ def _positive_first(negative):
 
 def _marginals_signed(prior: FullPrior, sites: Sites) -> Marginals:
     """The signed W½ form with variances (``_signed_system``), like ``_marginals_sqrt``:
-    M⁻¹ = L⁻ᵀΣL⁻¹ from the triangular inverse, which also gives the variances."""
+    M⁻¹ = L⁻ᵀΣL⁻¹ from the factorisation's inverse, which also gives the variances."""
     system = _signed_system(prior, sites)
-    K, g, sign = system.K, system.g, system.sign
-    L_inv = lower_triangular_inverse(system.L)
+    K, g, sign, L_inv = system.K, system.g, system.sign, system.L_inv
     nu = sites.nat1[:, 0]
     Knu = K @ nu[system.perm]
     mean_p = Knu - K @ (g * ((sign * (L_inv @ (g * Knu))) @ L_inv))

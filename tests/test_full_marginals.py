@@ -2,9 +2,10 @@
 of ``_variances_sqrt`` (the short form (1 − [B⁻¹]_nn)/λ_n, and the product form it
 falls back to where some λ_n is zero, as at initialisation, or too small for the short
 form: for those columns when they are few, else for all), the signed W½ form for site
-precisions of either sign (and its factor and inverse, ``dense_linalg.signed_cholesky_and_inverse``), the
-prior-Cholesky form for 2×2 site blocks; the triangular-aware products and solves of
-``dense_linalg`` against dense numpy ones."""
+precisions of either sign (and its factor and inverse,
+``dense_linalg.signed_cholesky_and_inverse``), the prior-Cholesky form for 2×2 site
+blocks; the triangular-aware products and solves of ``dense_linalg`` against dense
+numpy ones."""
 import jax.numpy as jnp
 import numpy as np
 import pytest

@@ -181,12 +181,12 @@ def signed_cholesky_and_inverse(M, sign, leaf: int | None = None):
 
 
 def _signed_cholesky_leaf(M, sign):
-    """A leaf of ``signed_cholesky_and_inverse``: a pure-sign block (every leaf but the one where σ
-    changes sign) is σ₀ times a positive definite matrix, one Cholesky. Otherwise, with
-    p leading +1s, M = [[A, Bᵀ], [B, C]]: the factor is [[chol A, 0], [B chol(A)⁻ᵀ,
-    chol(BA⁻¹Bᵀ − C)]], which is the Cholesky factor of T = [[A, Bᵀ], [B, 2BA⁻¹Bᵀ − C]]
-    (its Schur complement is BA⁻¹Bᵀ − C). The split p is known only at run time, so A⁻¹
-    is taken as that of A ⊕ I (masks, fixed shapes)."""
+    """A leaf of ``signed_cholesky_and_inverse``: a pure-sign block (every leaf but the
+    one where σ changes sign) is σ₀ times a positive definite matrix, one Cholesky.
+    Otherwise, with p leading +1s, M = [[A, Bᵀ], [B, C]]: the factor is [[chol A, 0],
+    [B chol(A)⁻ᵀ, chol(BA⁻¹Bᵀ − C)]], which is the Cholesky factor of
+    T = [[A, Bᵀ], [B, 2BA⁻¹Bᵀ − C]] (its Schur complement is BA⁻¹Bᵀ − C). The split p is
+    known only at run time, so A⁻¹ is taken as that of A ⊕ I (masks, fixed shapes)."""
     def mixed():
         positive = sign > 0
         both_positive = positive[:, None] & positive[None, :]

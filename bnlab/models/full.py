@@ -59,9 +59,9 @@ def prepare(model, params, X) -> FullPrior:
 
 def _factored(L):
     """Whether a Cholesky factor exists: a failed factorisation is NaN throughout (LAPACK
-    reports it, jax fills the factor; ``signed_cholesky_and_inverse`` propagates a failed leaf into
-    every later block), and a non-finite input reaches the diagonal, so the diagonal
-    tells (the whole N×N check was a 20 µs pass at N = 200)."""
+    reports it, jax fills the factor; ``signed_cholesky_and_inverse`` propagates a failed
+    leaf into every later block), and a non-finite input reaches the diagonal, so the
+    diagonal tells (the whole N×N check was a 20 µs pass at N = 200)."""
     return jnp.all(jnp.isfinite(jnp.diag(L)))
 
 

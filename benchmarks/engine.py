@@ -14,12 +14,17 @@ Two columns per size:
   before k₀ + m iterations: pl2 on this problem (benchmarks/README.md).
 
 Run:  python benchmarks/engine.py [--sizes 200 500 1000] [--repeats 50] [--methods pl2 vi ...]
+      [--processes K]   (medians and ranges over K fresh processes)
 Target: every site method ≤ 3× the Cholesky floor.
 """
 from __future__ import annotations
 
 import argparse
 import gc
+import json
+import subprocess
+import sys
+import tempfile
 import time
 
 import jax
@@ -136,13 +141,9 @@ def loop_ratio(run, chol_loop, n, repeats):
     return per_iteration / per_cholesky
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[200, 500, 1000])
-    parser.add_argument("--repeats", type=int, default=50)
-    parser.add_argument("--methods", nargs="+", default=list(SITE_METHODS),
-                        choices=list(SITE_METHODS), metavar="METHOD")
-    args = parser.parse_args()
+def measure(args):
+    """Print the table of one process; return {method: {n: (step, loop or None)}} and
+    the Cholesky floors {n: seconds}."""
     lik = lambda: bnlab.likelihoods.Bernoulli("probit")  # noqa: E731
     chols = {n: cholesky_call(n) for n in args.sizes}
     chol_loops = {n: cholesky_loop(n) for n in args.sizes}
@@ -150,23 +151,81 @@ def main():
     print("Full GP, Bernoulli-probit, Gauss–Hermite 20: time per jitted iteration / one "
           f"Cholesky of the same size; step: one call each (min of {args.repeats}, "
           f"alternately); loop: inside compiled loops (min of {loop_repeats})")
-    print(f"{'':16s}" + "".join(f"{'n=' + str(n):>16s}" for n in args.sizes))
-    print(f"{'method':16s}" + f"{'step':>9s}{'loop':>7s}" * len(args.sizes))
+    _print_header(args.sizes)
     floors = {n: [] for n in args.sizes}
+    results = {}
     for method in args.methods:
-        row = ""
+        results[method] = {}
         for n in args.sizes:
             problem = _problem(method, n, lik)
             r, floor = ratio(step_call(problem), chols[n], args.repeats)
             in_loop = loop_ratio(run_loop(problem), chol_loops[n], n, loop_repeats)
-            row += f"{r:9.2f}" + (f"{in_loop:7.2f}" if in_loop is not None else f"{'div':>7s}")
+            results[method][n] = (r, in_loop)
             floors[n].append(floor)
-        print(f"{method:16s}" + row, flush=True)
+        print(f"{method:16s}" + "".join(_cells(*results[method][n]) for n in args.sizes),
+              flush=True)
         # every compiled executable holds memory mappings; 20 methods × 3 sizes of them
         # pass Linux's 65 530 and XLA dies mid-table (bnlab/compiled.py)
         clear_compiled()
         gc.collect()
-    print(f"{'(cholesky ms)':16s}" + "".join(f"{1e3 * min(floors[n]):16.2f}" for n in args.sizes))
+    floors = {n: min(floors[n]) for n in args.sizes}
+    print(f"{'(cholesky ms)':16s}" + "".join(f"{1e3 * floors[n]:16.2f}" for n in args.sizes))
+    return results, floors
+
+
+def _print_header(sizes, step_width=9, loop_width=7):
+    print(f"{'':16s}" + "".join(f"{'n=' + str(n):>{step_width + loop_width}s}" for n in sizes))
+    print(f"{'method':16s}" + f"{'step':>{step_width}s}{'loop':>{loop_width}s}" * len(sizes))
+
+
+def _cells(step, loop):
+    return f"{step:9.2f}" + (f"{loop:7.2f}" if loop is not None else f"{'div':>7s}")
+
+
+def medians_over_processes(args):
+    """Run the table in ``args.processes`` fresh processes, one after the other, and
+    print the median of each entry and its range. On the 2-core machine an entry at
+    n = 200 moves by ±20 % from one process to the next with the same code
+    (benchmarks/README.md), so a single table does not decide entries near the target."""
+    tables = []
+    for i in range(args.processes):
+        with tempfile.NamedTemporaryFile(suffix=".json") as out:
+            command = [sys.executable, __file__, "--sizes", *map(str, args.sizes), "--repeats",
+                       str(args.repeats), "--methods", *args.methods, "--json", out.name]
+            subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+            tables.append(json.load(open(out.name)))
+        print(f"process {i + 1} of {args.processes} done", flush=True)
+    print(f"Medians over {args.processes} processes [range]")
+    _print_header(args.sizes, 18, 18)
+    for method in args.methods:
+        row = ""
+        for n in args.sizes:
+            entries = [table[method][str(n)] for table in tables]
+            for column in (0, 1):
+                values = [e[column] for e in entries if e[column] is not None]
+                cell = (f"{np.median(values):.2f} [{min(values):.2f}–{max(values):.2f}]"
+                        if values else "div")
+                row += f"{cell:>18s}"
+        print(f"{method:16s}" + row, flush=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[200, 500, 1000])
+    parser.add_argument("--repeats", type=int, default=50)
+    parser.add_argument("--methods", nargs="+", default=list(SITE_METHODS),
+                        choices=list(SITE_METHODS), metavar="METHOD")
+    parser.add_argument("--processes", type=int, default=1,
+                        help="run the table in this many fresh processes and print medians")
+    parser.add_argument("--json", help=argparse.SUPPRESS)   # a child's results, for --processes
+    args = parser.parse_args()
+    if args.processes > 1:
+        medians_over_processes(args)
+        return
+    results, _ = measure(args)
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(results, out)
 
 
 if __name__ == "__main__":

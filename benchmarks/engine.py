@@ -142,8 +142,7 @@ def loop_ratio(run, chol_loop, n, repeats):
 
 
 def measure(args):
-    """Print the table of one process; return {method: {n: (step, loop or None)}} and
-    the Cholesky floors {n: seconds}."""
+    """Print the table of one process; return {method: {n: (step, loop or None)}}."""
     lik = lambda: bnlab.likelihoods.Bernoulli("probit")  # noqa: E731
     chols = {n: cholesky_call(n) for n in args.sizes}
     chol_loops = {n: cholesky_loop(n) for n in args.sizes}
@@ -168,9 +167,8 @@ def measure(args):
         # pass Linux's 65 530 and XLA dies mid-table (bnlab/compiled.py)
         clear_compiled()
         gc.collect()
-    floors = {n: min(floors[n]) for n in args.sizes}
-    print(f"{'(cholesky ms)':16s}" + "".join(f"{1e3 * floors[n]:16.2f}" for n in args.sizes))
-    return results, floors
+    print(f"{'(cholesky ms)':16s}" + "".join(f"{1e3 * min(floors[n]):16.2f}" for n in args.sizes))
+    return results
 
 
 def _print_header(sizes, step_width=9, loop_width=7):
@@ -193,7 +191,7 @@ def medians_over_processes(args):
             command = [sys.executable, __file__, "--sizes", *map(str, args.sizes), "--repeats",
                        str(args.repeats), "--methods", *args.methods, "--json", out.name]
             subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-            tables.append(json.load(open(out.name)))
+            tables.append(json.load(out))
         print(f"process {i + 1} of {args.processes} done", flush=True)
     print(f"Medians over {args.processes} processes [range]")
     _print_header(args.sizes, 18, 18)
@@ -222,7 +220,7 @@ def main():
     if args.processes > 1:
         medians_over_processes(args)
         return
-    results, _ = measure(args)
+    results = measure(args)
     if args.json:
         with open(args.json, "w") as out:
             json.dump(results, out)

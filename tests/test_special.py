@@ -58,7 +58,6 @@ def test_ndtr_pair_matches_scipy_in_both_tails():
     np.testing.assert_allclose(dp, norm.pdf(x), rtol=1e-12, atol=1e-300)
 
 
-
 def test_log_free_inverse_mills_ratio_and_its_derivative():
     """``special.inverse_mills_ratio`` (φ/Φ from one erfc, for gradient-only passes)
     against the reference above, and its derivative −m(x + m) against −g(x + g) with

@@ -12,7 +12,7 @@ import pytest
 
 import bnlab
 from bnlab.models import full
-from bnlab.models.dense_linalg import (lower_gram, lower_solve, lower_solve_lower,
+from bnlab.models.dense_linalg import (lower_gram, lower_solve, lower_solve_lower, lower_times,
                                       lower_triangular_inverse,
                                       signed_cholesky_and_inverse, symmetric_cholesky,
                                       times_lower)
@@ -35,10 +35,11 @@ def test_symmetric_cholesky_is_numpys_factor_and_nan_when_not_positive_definite(
     assert not bool(full._factored(L))
 
 
-def test_recursive_triangular_inverse_is_the_inverse():
+@pytest.mark.parametrize("n", [301, 700])        # leaves of 32 and of 128 rows
+def test_recursive_triangular_inverse_is_the_inverse(n):
     rng = np.random.default_rng(0)
-    A = rng.standard_normal((301, 301))
-    L = np.linalg.cholesky(A @ A.T + 301 * np.eye(301))
+    A = rng.standard_normal((n, n))
+    L = np.linalg.cholesky(A @ A.T + n * np.eye(n))
     inv = np.asarray(lower_triangular_inverse(jnp.asarray(L)))
     np.testing.assert_allclose(inv, np.linalg.inv(L), rtol=0, atol=1e-12)
     assert np.all(np.triu(inv, 1) == 0)
@@ -48,8 +49,11 @@ def test_recursive_triangular_inverse_is_the_inverse():
 def test_triangular_products_equal_the_dense_products(n, block):
     rng = np.random.default_rng(n)
     A, L = rng.standard_normal((n + 3, n)), np.tril(rng.standard_normal((n, n)))
-    np.testing.assert_allclose(np.asarray(times_lower(jnp.asarray(A), jnp.asarray(L))),
-                               A @ L, rtol=0, atol=1e-12)
+    for leaf in (32, 128):
+        np.testing.assert_allclose(np.asarray(times_lower(jnp.asarray(A), jnp.asarray(L), leaf)),
+                                   A @ L, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(np.asarray(lower_times(jnp.asarray(L), jnp.asarray(A.T), leaf)),
+                                   L @ A.T, rtol=0, atol=1e-12)
     blocks = rng.standard_normal((n // block, block, block))
     Lam = np.zeros((n, n))
     for i, b in enumerate(blocks + blocks.transpose(0, 2, 1)):

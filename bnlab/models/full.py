@@ -117,14 +117,14 @@ def _variances_sqrt(K, lam, s, L_inv, signed=None):
     ≥ 17 in ≤ 7 % of the steps). Under ``vmap`` the ``lax.switch`` evaluates every
     branch."""
     eps = jnp.finfo(K.dtype).eps
+    squares = L_inv * L_inv
     if signed is None:
         weights = 1.0
-        short = (1.0 - jnp.einsum("ij,ij->j", L_inv, L_inv)) / lam
+        short = (1.0 - column_sums(squares)) / lam
         estimate = eps * (1.0 + jnp.sum(lam * jnp.diag(K))) / (lam * short)
     else:
         sign, L = signed
         weights = sign[:, None]
-        squares = L_inv * L_inv
         column_norms = column_sums(squares)                              # a_n
         short = (sign - sign @ squares) / jnp.abs(lam)
         estimate = (eps * jnp.sum(L * L) * jnp.max(column_norms) * column_norms

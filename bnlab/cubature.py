@@ -122,21 +122,23 @@ def expectation(g, rule: Rule, mean, cov):
     return jnp.tensordot(rule.weights, vals, axes=1)
 
 
-def _shifted_log_terms(logg, rule: Rule, f, increasing):
+def _shifted_log_terms(logg, rule: Rule, f, increasing, bound=None):
     """(log w_i + logg(f_i), c): the summands of log E[exp(logg)] and the shift c that
     keeps every exp(term − c) ≤ 1, held constant under differentiation (log Z does not
-    depend on it). With ``increasing`` c is logg at the top node plus the largest log
-    weight (``log_expectation_exp``), else the largest summand."""
+    depend on it). With ``increasing`` c is logg — or its upper ``bound`` — at the top
+    node plus the largest log weight (``log_expectation_exp``), else the largest
+    summand."""
     log_w = jnp.log(rule.weights)
     terms = jax.vmap(logg)(f) + log_w
     if increasing is None:
         c = jnp.max(terms)
     else:
-        c = logg(f[jnp.argmax(f @ jnp.asarray(increasing))]) + jnp.max(log_w)
+        top = f[jnp.argmax(f @ jnp.asarray(increasing))]
+        c = (logg if bound is None else bound)(top) + jnp.max(log_w)
     return terms, jax.lax.stop_gradient(c)
 
 
-def log_expectation_exp(logg, rule: Rule, mean, cov, increasing=None):
+def log_expectation_exp(logg, rule: Rule, mean, cov, increasing=None, bound=None):
     """log E_{N(mean, cov)}[exp(logg(f))] by log-sum-exp (no clamping of small values).
 
     ``increasing``: a direction u (D,) along which logg increases, when there is one
@@ -148,6 +150,15 @@ def log_expectation_exp(logg, rule: Rule, mean, cov, increasing=None):
     tenth session). Every summand is then ≤ 1 and the top node's is ≥ w_min/w_max (e⁻⁴⁵
     for Gauss–Hermite-20), so nothing overflows and the sum cannot underflow.
 
+    ``bound`` (with ``increasing``): an upper bound of logg, cheaper to evaluate, taken at
+    the top node instead of logg (c cancels exactly from log Z, so it only has to keep
+    the summands in range). Every summand stays ≤ 1, and the top node's is ≥
+    e^(−gap)·w_min/w_max for a bound within ``gap`` of logg there: for the probit
+    link's α log Φ(z) ≤ −½α min(z, 0)², gap ≤ α(1.84 + log(1 + |z|))
+    (``Bernoulli.log_prob_bound``), which saves log Φ's evaluation at the top node, a
+    string of small XLA:CPU fusions: 49.0 → 44.4 µs for a Power EP pass over 200 sites ×
+    20 nodes in a compiled loop, 46.4 → 40.3 for the gradient alone (sixteenth session).
+
     Accuracy caveat: a factor that is sharply peaked relative to the Gaussian (a
     Student-t of scale 0.3 under N(−1, 2), Poisson with large counts) needs a high
     order — Gauss–Hermite-20 is off by 0.3 in log Z there, order 200 by 4e-4. Centring
@@ -155,13 +166,13 @@ def log_expectation_exp(logg, rule: Rule, mean, cov, increasing=None):
     mixture of rules did not fix the heavy-tailed case (measured), so the rule stays
     plain and the order is the caller's choice.
     """
-    terms, c = _shifted_log_terms(logg, rule, sigma_points(rule, mean, cov), increasing)
+    terms, c = _shifted_log_terms(logg, rule, sigma_points(rule, mean, cov), increasing, bound)
     if increasing is None:
         return logsumexp(terms)
     return c + jnp.log(jnp.sum(jnp.exp(terms - c)))
 
 
-def log_expectation_exp_derivatives(logg, rule: Rule, mean, cov, increasing=None):
+def log_expectation_exp_derivatives(logg, rule: Rule, mean, cov, increasing=None, bound=None):
     """(log Z, ∇_m log Z, ∇²_m log Z) of Z(m) = E_{N(m, V)}[exp(logg(f))], V = cov,
     from one evaluation of logg per node, by the Gaussian identities
     ∇Z = E[e^logg V⁻¹(f − m)] and ∇²Z = E[e^logg (V⁻¹(f − m)(f − m)ᵀV⁻¹ − V⁻¹)]:
@@ -172,7 +183,7 @@ def log_expectation_exp_derivatives(logg, rule: Rule, mean, cov, increasing=None
     i.e. the tilted mean shift and covariance change — Power EP's moment matching
     (Wilkinson et al. 2023 App. C), as BayesNewton's ``moment_match_cubature`` computes
     it (notes/bayes-newton.md §5), here in log-sum-exp weights without its clamp
-    Z ≥ 1e-8. ``increasing`` as in ``log_expectation_exp``.
+    Z ≥ 1e-8. ``increasing`` and ``bound`` as in ``log_expectation_exp``.
 
     Why not autodiff through the rule (the module default): that needs ∇ and ∇² of logg
     at every node (for probit the Mills ratio φ/Φ, an exp and a division more, and XLA
@@ -192,7 +203,7 @@ def log_expectation_exp_derivatives(logg, rule: Rule, mean, cov, increasing=None
     Σ w_i d_i d_iᵀ = V), so s = w gives h = 0.
     """
     offsets = rule.points @ _chol(cov).T       # d_i, not (m + d_i) − m: no cancellation
-    terms, c = _shifted_log_terms(logg, rule, mean[None, :] + offsets, increasing)
+    terms, c = _shifted_log_terms(logg, rule, mean[None, :] + offsets, increasing, bound)
     tilt = jnp.exp(terms - c)
     z = jnp.sum(tilt)
     s = tilt / z

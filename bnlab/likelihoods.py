@@ -106,9 +106,22 @@ class Likelihood:
         (``cubature.log_expectation_exp``)."""
         return None
 
+    def log_prob_bound(self, params, y, f):
+        """An upper bound of log p(y|f) within a few units of it, cheaper to evaluate:
+        the log-sum-exp shift at the top node along ``increasing_direction``
+        (``cubature.log_expectation_exp``). log p itself unless a likelihood knows one."""
+        return self.log_prob(params, y, f)
+
+    def _log_power_and_bound(self, params, y, alpha):
+        """α log p(y|·) and its upper bound α ``log_prob_bound``, the cubature passes'
+        integrand and shift."""
+        return (lambda f: alpha * self.log_prob(params, y, f),
+                lambda f: alpha * self.log_prob_bound(params, y, f))
+
     def log_expected_power(self, params, y, mean, cov, alpha, rule):
-        return cubature.log_expectation_exp(lambda f: alpha * self.log_prob(params, y, f),
-                                            rule, mean, cov, self.increasing_direction(y))
+        logg, bound = self._log_power_and_bound(params, y, alpha)
+        return cubature.log_expectation_exp(logg, rule, mean, cov,
+                                            self.increasing_direction(y), bound)
 
     def log_expected_power_in_closed_form(self, alpha) -> bool:
         """Whether ``log_expected_power`` is a closed form at this α (a trace-time
@@ -124,9 +137,9 @@ class Likelihood:
         if self.log_expected_power_in_closed_form(alpha):
             return _value_grad_hessian(
                 lambda m: self.log_expected_power(params, y, m, cov, alpha, rule), mean)
-        return cubature.log_expectation_exp_derivatives(
-            lambda f: alpha * self.log_prob(params, y, f), rule, mean, cov,
-            self.increasing_direction(y))
+        logg, bound = self._log_power_and_bound(params, y, alpha)
+        return cubature.log_expectation_exp_derivatives(logg, rule, mean, cov,
+                                                        self.increasing_direction(y), bound)
 
     def slr_moments(self, params, mean, cov, rule):
         """The moments of the statistical linear regression of ν(f) = E[y|f] under
@@ -300,6 +313,13 @@ class Bernoulli(Likelihood):
 
     def increasing_direction(self, y):
         return jnp.reshape(y, (1,))          # α log p(y|f) increases with y f
+
+    def log_prob_bound(self, params, y, f):
+        """With z = y f: log Φ(z) ≤ −½ min(z, 0)² (Φ(z) ≤ ½e^(−z²/2) for z < 0), within
+        1.84 + log(1 + |z|) of it (Mills: Φ(z) ≥ φ(z)|z|/(1 + z²), and log Φ(−1) = −1.84);
+        log σ(z) ≤ min(z, 0), within log 2. No erfc and no log (``log_ndtr`` costs both)."""
+        z = jnp.minimum(y * f[0], 0.0)
+        return -0.5 * z * z if self.link == "probit" else z
 
     def log_expected_power(self, params, y, mean, cov, alpha, rule):
         """log E[p(y|f)^α]: closed form for probit at α = 1 (R&W eq. 3.82,

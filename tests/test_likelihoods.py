@@ -126,7 +126,8 @@ def test_bernoulli_power_expectation_shift_keeps_deep_tails_and_gradients(link):
         return jax.scipy.special.logsumexp(
             jax.vmap(lambda fi: a * lik.log_prob({}, y, fi))(f) + jnp.log(RULE.weights))
 
-    for m, v, a, y in [(-60.0, 1e-4, 0.999, 1.0), (40.0, 1e4, 0.5, -1.0), (0.3, 2.0, 0.3, 1.0)]:
+    for m, v, a, y in [(-60.0, 1e-4, 0.999, 1.0), (40.0, 1e4, 0.5, -1.0), (0.3, 2.0, 0.3, 1.0),
+                       (-3000.0, 1e-6, 0.5, 1.0)]:
         m_, v_ = jnp.array([m]), jnp.array([[v]])
         ours = lik.log_expected_power({}, y, m_, v_, a, RULE)
         ref = by_max(y, m_, v_, a)
@@ -135,6 +136,25 @@ def test_bernoulli_power_expectation_shift_keeps_deep_tails_and_gradients(link):
         g_ours = jax.grad(lambda mm: lik.log_expected_power({}, y, mm, v_, a, RULE))(m_)
         g_ref = jax.grad(lambda mm: by_max(y, mm, v_, a))(m_)
         np.testing.assert_allclose(np.asarray(g_ours), np.asarray(g_ref), rtol=1e-11, atol=1e-14)
+
+
+@pytest.mark.parametrize("link", ["probit", "logit"])
+def test_bernoulli_log_prob_bound_is_an_upper_bound_within_its_stated_gap(link):
+    """``Bernoulli.log_prob_bound``, the cheap log-sum-exp shift at the top node: above
+    SciPy's log Φ / log σ everywhere (else a summand could exceed 1 and overflow), by at
+    most 1.84 + log(1 + |z|) (probit) or log 2 (logit) (else the top summand could
+    underflow)."""
+    import jax
+    from scipy.special import log_ndtr
+    lik = Bernoulli(link)
+    z = np.concatenate([-np.logspace(-8, 8, 400), [0.0], np.logspace(-8, 3, 200)])
+    for y in (1.0, -1.0):
+        bound = np.asarray(jax.vmap(lambda f: lik.log_prob_bound({}, y, f))(jnp.asarray(y * z)[:, None]))
+        exact = log_ndtr(z) if link == "probit" else -np.logaddexp(0.0, -z)
+        gap = bound - exact
+        assert np.all(gap >= -1e-12 * np.abs(exact))
+        allowed = 1.84 + np.log1p(np.abs(z)) if link == "probit" else np.log(2.0)
+        assert np.all(gap <= allowed)
 
 
 @pytest.mark.parametrize("lik,y,order", [(Bernoulli("probit"), 1.0, 20), (Bernoulli("logit"), -1.0, 20),

@@ -133,9 +133,21 @@ def _shifted_log_terms(logg, rule: Rule, f, increasing, bound=None):
     if increasing is None:
         c = jnp.max(terms)
     else:
-        top = f[jnp.argmax(f @ jnp.asarray(increasing))]
+        top = _top_node(rule, f, jnp.asarray(increasing))
         c = (logg if bound is None else bound)(top) + jnp.max(log_w)
     return terms, jax.lax.stop_gradient(c)
+
+
+def _top_node(rule: Rule, f, u):
+    """The node f_i of largest uᵀf_i. In one dimension f_i = m + √v x_i, so it is the
+    rule's largest or smallest point by the sign of u, indices known at trace time (the
+    rules are built from NumPy): an argmax over the nodes is a reduction that XLA:CPU
+    runs as a fusion of its own, 3–4 µs per Power EP pass over 200 sites × 20 nodes
+    (sixteenth session)."""
+    if f.shape[-1] == 1:
+        x = np.asarray(rule.points)[:, 0]
+        return jnp.where(u[0] >= 0, f[int(np.argmax(x))], f[int(np.argmin(x))])
+    return f[jnp.argmax(f @ u)]
 
 
 def log_expectation_exp(logg, rule: Rule, mean, cov, increasing=None, bound=None):

@@ -201,9 +201,11 @@ def _signed_system(prior: FullPrior, sites: Sites) -> _SignedSystem:
     lam_p = lam[perm]
     sign = jnp.where(lam_p < 0, -1.0, 1.0).astype(lam.dtype)
     g = jnp.sqrt(jnp.abs(lam_p))
-    # in bounds by construction; the default clamping gather took 53 against 41 µs at N = 200
-    K = prior.K.at[perm[:, None], perm[None, :]].get(mode="promise_in_bounds",
-                                                     unique_indices=True)
+    # rows, then columns: in a compiled loop 30 → 22 µs at N = 200 and 619 → 421 µs at
+    # N = 1000 against one gather of N² index pairs (sixteenth session); in bounds by
+    # construction (the default clamping gather took 53 against 41 µs at N = 200)
+    rows = prior.K.at[perm].get(mode="promise_in_bounds", unique_indices=True)
+    K = rows.at[:, perm].get(mode="promise_in_bounds", unique_indices=True)
     L, L_inv = signed_cholesky_and_inverse(jnp.diag(sign) + g[:, None] * K * g[None, :], sign)
     return _SignedSystem(perm, unsort, lam_p, sign, g, K, L, L_inv)
 

@@ -28,6 +28,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import logsumexp
 
+from .small_blocks import chol_small, inv_small, sym
+
 __all__ = ["Rule", "gauss_hermite", "unscented", "make_rule", "expectation",
            "log_expectation_exp", "log_expectation_exp_derivatives", "sigma_points",
            "panel_expectation", "panel_log_expectation_exp"]
@@ -94,25 +96,9 @@ def make_rule(kind: str = "gauss_hermite", order: int = 20, dim: int = 1) -> Rul
     raise ValueError(f"unknown cubature rule {kind!r}; use 'gauss_hermite' or 'unscented'")
 
 
-def _chol(cov):
-    """Cholesky factor of a small covariance; D = 1 in closed form (no batched 1×1
-    LAPACK call per site)."""
-    if cov.shape[-1] == 1:
-        return jnp.sqrt(cov)
-    cov = 0.5 * (cov + cov.T)
-    return jnp.linalg.cholesky(cov)
-
-
-def _inverse(cov):
-    """Inverse of a small covariance; D = 1 by division."""
-    if cov.shape[-1] == 1:
-        return 1.0 / cov
-    return jnp.linalg.inv(0.5 * (cov + cov.T))
-
-
 def sigma_points(rule: Rule, mean, cov):
     """Points f_i = m + L x_i for one D-dimensional Gaussian (mean (D,), cov (D, D))."""
-    return mean[None, :] + rule.points @ _chol(cov).T
+    return mean[None, :] + rule.points @ chol_small(cov).T
 
 
 def expectation(g, rule: Rule, mean, cov):
@@ -215,7 +201,7 @@ def log_expectation_exp_derivatives(logg, rule: Rule, mean, cov, increasing=None
     α = 1e-6). Every rule here is symmetric and exact for quadratics (Σ w_i d_i = 0,
     Σ w_i d_i d_iᵀ = V), so s = w gives h = 0.
     """
-    offsets = rule.points @ _chol(cov).T       # d_i, not (m + d_i) − m: no cancellation
+    offsets = rule.points @ chol_small(cov).T       # d_i, not (m + d_i) − m: no cancellation
     terms, c = _shifted_log_terms(logg, rule, mean[None, :] + offsets, increasing, bound)
     tilt = jnp.exp(terms - c)
     z = jnp.sum(tilt)
@@ -223,7 +209,7 @@ def log_expectation_exp_derivatives(logg, rule: Rule, mean, cov, increasing=None
     shift = s @ offsets
     centred = offsets - shift
     tilted_cov = jnp.einsum("p,pa,pb->ab", s, centred, centred)
-    precision = _inverse(cov)
+    precision = inv_small(sym(cov))
     h = precision @ (tilted_cov - cov) @ precision
     return c + jnp.log(z), precision @ shift, 0.5 * (h + h.T)
 

@@ -31,7 +31,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .methods.base import LocalInput, inv_small, logdet_small
+from .methods.base import LocalInput
+from .small_blocks import inv_small, logdet_small
 from .methods.power_ep import cavity, log_tilted_normaliser, tilted_derivatives
 from .methods.variational import expected_log_lik_derivatives
 from .sites import Marginals, Sites

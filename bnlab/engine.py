@@ -60,11 +60,12 @@ from . import anderson, cubature
 from .compiled import CompiledCache
 from .energies import energy as compute_energy
 from .energies import energy_and_derivatives
-from .methods.base import LocalInput, inv_small
+from .methods.base import LocalInput
 from .methods.registry import ACCELERATED, NONNEGATIVE_SITES_IF_LOG_CONCAVE, build_method
 from .models import structure_module
 from .sites import (Marginals, Sites, damped_update, init_sites, max_relative_change,
                     min_eigenvalue)
+from .small_blocks import inv_small
 
 __all__ = ["Settings", "State", "StepInfo", "Trace", "Engine", "get_engine", "trace_length"]
 

@@ -37,7 +37,7 @@ from .compiled import CompiledCache
 from .energies import energy as compute_energy
 from .engine import Settings, get_engine, trace_length
 from .inference import prepare_data, validate_settings
-from .methods.registry import SITE_METHODS, check_method_name
+from .methods.registry import check_method_name
 from .sites import Sites, init_sites
 from .surface_blocks import default_workers, for_runs, padded, plan_blocks, run_blocks
 

@@ -30,8 +30,6 @@ Concavity (when every log φ_n is concave; never for Student-t sites):
 """
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import solve_triangular

@@ -1,14 +1,12 @@
-"""The protocol every site method follows, and small linear-algebra helpers."""
+"""The protocol every site method follows."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple
 
-import jax
 import jax.numpy as jnp
 
-__all__ = ["LocalInput", "LocalUpdate", "Method", "sym", "inv_small", "solve_small",
-           "logdet_small"]
+__all__ = ["LocalInput", "LocalUpdate", "Method"]
 
 
 class LocalInput(NamedTuple):
@@ -56,32 +54,3 @@ class Method:
                                       # ascent of the ELBO), which the engine's step
                                       # control (``Settings.backtrack``) watches; the
                                       # energy pass of a method that reuses it is this one
-
-
-def sym(A):
-    return 0.5 * (A + jnp.swapaxes(A, -1, -2))
-
-
-def inv_small(A):
-    """Inverse of a small symmetric D×D block (D = 1, 2 closed form)."""
-    D = A.shape[-1]
-    if D == 1:
-        return 1.0 / A
-    if D == 2:
-        a, b, c, d = A[0, 0], A[0, 1], A[1, 0], A[1, 1]
-        return jnp.array([[d, -b], [-c, a]]) / (a * d - b * c)
-    return jnp.linalg.inv(A)
-
-
-def solve_small(A, B):
-    """A⁻¹B for a small D×D block A (D = 1 by division)."""
-    if A.shape[-1] == 1:
-        return B / A[0, 0]
-    return jnp.linalg.solve(A, B)
-
-
-def logdet_small(A):
-    """log|det A| of a small D×D block (D = 1 closed form)."""
-    if A.shape[-1] == 1:
-        return jnp.log(jnp.abs(A[0, 0]))
-    return jnp.linalg.slogdet(A)[1]

@@ -19,7 +19,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .base import LocalInput, LocalUpdate, inv_small
+from ..small_blocks import inv_small
+from .base import LocalInput, LocalUpdate
 
 __all__ = ["slr", "pl_local", "pl2_target", "pl2_local", "pl2_gn_local"]
 

@@ -40,7 +40,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .base import LocalInput, LocalUpdate, inv_small, sym
+from ..small_blocks import inv_small, sym
+from .base import LocalInput, LocalUpdate
 from .linearisation import pl2_target
 from .power_ep import cavity, tilted_derivatives
 

@@ -15,7 +15,8 @@ diagonal entries become 0.01 — always PSD, but latents become independent per 
 """
 from __future__ import annotations
 
-from .base import LocalInput, LocalUpdate, inv_small, sym
+from ..small_blocks import inv_small, sym
+from .base import LocalInput, LocalUpdate
 from ..sites import heuristic_psd
 
 __all__ = ["riemannian", "heuristic"]

@@ -41,7 +41,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ..methods.base import inv_small, sym
+from ..small_blocks import inv_small, sym
 from ..sites import Marginals, Sites
 from ..statespace import kernel_sde, stack, transitions
 

@@ -15,9 +15,9 @@ diagonal entries become 0.01 — always PSD, but latents become independent per 
 """
 from __future__ import annotations
 
+from ..sites import heuristic_psd
 from ..small_blocks import inv_small, sym
 from .base import LocalInput, LocalUpdate
-from ..sites import heuristic_psd
 
 __all__ = ["riemannian", "heuristic"]
 

@@ -82,18 +82,15 @@ class Structure:
         return self.setup(prior)
 
 
-class Chevron(Structure):
-    """Chevron Cholesky (§4.1.2): the first K rows of C are dense (upper-trapezoidal),
-    the remaining rows are diagonal: ≈DK parameters, sites O(NDK) (O(KD²) with a dense
-    prior in the GP case), dense S with a sparse precision. Concave in (m, C) for
-    log-concave sites. Not permutation-invariant: the first K variables get the
-    dense rows."""
+class _Ranked(Structure):
+    """A structure with an integer rank K ≥ 1 (``rank_means`` says what K counts), capped
+    at the dimension D of the prior."""
 
-    name = "chevron"
+    rank_means = "rank"
 
     def __init__(self, rank: int):
         if int(rank) < 1:
-            raise ValueError(f"chevron covariance: rank (number of dense rows) must be ≥ 1, "
+            raise ValueError(f"{self.name} covariance: {self.rank_means} must be ≥ 1, "
                              f"got {rank}")
         self.rank = int(rank)
 
@@ -103,6 +100,17 @@ class Chevron(Structure):
 
     def _k(self, prior):
         return min(self.rank, prior.dim)
+
+
+class Chevron(_Ranked):
+    """Chevron Cholesky (§4.1.2): the first K rows of C are dense (upper-trapezoidal),
+    the remaining rows are diagonal: ≈DK parameters, sites O(NDK) (O(KD²) with a dense
+    prior in the GP case), dense S with a sparse precision. Concave in (m, C) for
+    log-concave sites. Not permutation-invariant: the first K variables get the
+    dense rows."""
+
+    name = "chevron"
+    rank_means = "rank (number of dense rows)"
 
     def init(self, prior, aux):
         K, D = self._k(prior), prior.dim
@@ -230,7 +238,7 @@ class MeanField(Banded):
         return (self.name,)
 
 
-class Subspace(Structure):
+class Subspace(_Ranked):
     """Subspace Cholesky (§4.1.3, App. B.4): S = E₁ᵀC₁ᵀC₁E₁ + c²(I − E₁ᵀE₁) with E₁ a
     K×D orthonormal row basis, C₁ a K×K upper-triangular factor and one scalar c:
     ½K(K+1) + 1 parameters besides E₁, sites O(NK²) once E₁h_n is known. Concave in
@@ -256,18 +264,6 @@ class Subspace(Structure):
 
     name = "subspace"
     outer_steps = 5
-
-    def __init__(self, rank: int):
-        if int(rank) < 1:
-            raise ValueError(f"subspace covariance: rank must be ≥ 1, got {rank}")
-        self.rank = int(rank)
-
-    @property
-    def key(self):
-        return (self.name, self.rank)
-
-    def _k(self, prior):
-        return min(self.rank, prior.dim)
 
     def _basis(self, prior, E):
         HE = E.T if prior.H is None else prior.H @ E.T
@@ -342,7 +338,7 @@ def _outside_best_window(lam, K):
     return jnp.where(idx < j, idx, idx + L)
 
 
-class FactorAnalysis(Structure):
+class FactorAnalysis(_Ranked):
     """Factor analysis (§4.1.2, App. B.1): S = ΘΘᵀ + diag(d²), Θ ∈ R^{D×K}: D(K+1)
     parameters, sites O(NDK), log det S by the matrix-determinant lemma in O(DK²).
     **Not concave** (log det S is not even unimodal): L-BFGS finds a local optimum
@@ -352,19 +348,10 @@ class FactorAnalysis(Structure):
 
     name = "factor_analysis"
     concave = False
-
-    def __init__(self, rank: int):
-        if int(rank) < 1:
-            raise ValueError(f"factor_analysis covariance: rank (number of factors) must be "
-                             f"≥ 1, got {rank}")
-        self.rank = int(rank)
-
-    @property
-    def key(self):
-        return (self.name, self.rank)
+    rank_means = "rank (number of factors)"
 
     def init(self, prior, aux):
-        K = min(self.rank, prior.dim)
+        K = self._k(prior)
         loadings = 0.1 * jax.random.normal(jax.random.PRNGKey(0), (prior.dim, K))
         return {"loadings": loadings, "diag": jnp.ones(prior.dim)}
 

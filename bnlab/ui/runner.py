@@ -32,7 +32,23 @@ def band_function(engine):
     return _BAND_FNS.get(engine, lambda: jax.jit(bands))
 
 
-class Runner:
+class _Run:
+    """What both runners share: a lock around the run's state and the plot data of its
+    latest state, computed once per state (``_compute_snapshot``)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._cache = None
+
+    def snapshot(self) -> dict:
+        """Plain-numpy data for every plot of the live view."""
+        with self._lock:
+            if self._cache is None:
+                self._cache = self._compute_snapshot()
+            return self._cache
+
+
+class Runner(_Run):
     """A site-method run: ``reset()``, ``step(k)``, ``snapshot()`` (thread-safe)."""
 
     def __init__(self, problem: Problem, method: str, *, alpha=1.0, rho=0.5, tol=1e-8,
@@ -47,7 +63,7 @@ class Runner:
                                  jnp.asarray(float(tol)), jnp.asarray(bool(backtrack)),
                                  jnp.asarray(bool(accelerate)))
         self._bands = band_function(self.engine)
-        self._lock = threading.Lock()
+        super().__init__()
         self.reset()
         # compile the step now (once per engine and data shape), not on the first click
         jax.block_until_ready(self.engine.step(problem.params, problem.X, problem.y,
@@ -90,13 +106,6 @@ class Runner:
         return taken
 
     # -- plot data ------------------------------------------------------------------
-    def snapshot(self) -> dict:
-        """Plain-numpy data for every plot of the live view."""
-        with self._lock:
-            if self._cache is None:
-                self._cache = self._compute_snapshot()
-            return self._cache
-
     def _compute_snapshot(self):
         p, st = self.problem, self.state
         mean, cov, ey, vy = jax.device_get(self._bands(p.params, p.X, st, p.Xs))
@@ -171,7 +180,7 @@ def _assemble(run, mean, cov, ey, vy, nat1, prec) -> dict:
     }
 
 
-class GKLRunner:
+class GKLRunner(_Run):
     """G-KL (Challis & Barber 2013) optimises (m, C) directly, so it has no site
     iterations to step through: the first ``step`` solves the whole optimisation with
     ``bnlab.infer(method="gkl")`` and the energy trace is the optimiser's bound per
@@ -185,7 +194,7 @@ class GKLRunner:
         self.problem, self.method = problem, "gkl"
         self.options = {"covariance": covariance, "band": band, "rank": rank}
         self.cubature, self.tol, self.max_iters = ("gauss_hermite", int(cubature_order)), tol, max_iters
-        self._lock = threading.Lock()
+        super().__init__()
         self.reset()
 
     def reset(self):
@@ -215,12 +224,6 @@ class GKLRunner:
             self.iteration, self.converged, self.diverged = n, r.converged, r.diverged
             self._cache = None
             return n
-
-    def snapshot(self) -> dict:
-        with self._lock:
-            if self._cache is None:
-                self._cache = self._compute_snapshot()
-            return self._cache
 
     def _compute_snapshot(self):
         p = self.problem

@@ -10,8 +10,11 @@ Two columns per size:
 - ``loop``: an iteration inside the compiled loop of ``Engine.run``, as a user's run
   spends it: (T(k₀ + m) − T(k₀)) / m for runs of exactly k₀ and k₀ + m iterations
   (tol = 0, started from the same sites), against (T'(k₀ + m) − T'(k₀)) / m for a
-  compiled loop of Choleskys. "div" where the method's run stops (a rejected step)
-  before k₀ + m iterations: pl2 on this problem (benchmarks/README.md).
+  compiled loop of Choleskys. Where the method's run stops early (a rejected step
+  ends it as diverged: pl2 on this problem, benchmarks/README.md) the entry, marked
+  "*", times a compiled loop of exactly k₀ and k₀ + m steps with no stopping rule
+  instead (``step_loop``): each repeats the rejected proposal, the same work as an
+  accepted step.
 
 Run:  python benchmarks/engine.py [--sizes 200 500 1000] [--repeats 50] [--methods pl2 vi ...]
       [--processes K]   (medians and ranges over K fresh processes)
@@ -112,6 +115,29 @@ def run_loop(problem):
     return timed
 
 
+def step_loop(problem):
+    """``iterations ↦ (seconds, iterations)`` of a compiled loop of exactly that many
+    ``Engine.step_pure`` iterations from the benchmark state, with no stopping rule:
+    the loop column of a method whose run stops early. Every field of each step's
+    ``StepInfo`` is consumed, as ``Engine.run`` records them in its trace, so that
+    XLA keeps the same work."""
+    engine, params, X, y, cfg, state = problem
+    cfg = cfg._replace(tol=jnp.asarray(0.0))
+
+    @jax.jit
+    def loop(state, k):
+        def body(_, carry):
+            state, total = carry
+            state, info = engine.step_pure(params, X, y, cfg, state)
+            fields = jax.tree_util.tree_leaves(info)
+            return state, total + sum(jnp.sum(f.astype(float)) for f in fields)
+        return jax.lax.fori_loop(0, k, body, (state, jnp.asarray(0.0)))[1]
+
+    def timed(k):
+        return _once(lambda: loop(state, jnp.asarray(k)).block_until_ready()), k
+    return timed
+
+
 def ratio(step, chol, repeats):
     """min step time / min Cholesky time, the two measured alternately (same load)."""
     step(), chol()                                     # compile / warm up
@@ -142,7 +168,8 @@ def loop_ratio(run, chol_loop, n, repeats):
 
 
 def measure(args):
-    """Print the table of one process; return {method: {n: (step, loop or None)}}."""
+    """Print the table of one process; return {method: {n: (step, loop, stopped)}}
+    (``stopped``: the run stops early and the loop entry is ``step_loop``'s)."""
     lik = lambda: bnlab.likelihoods.Bernoulli("probit")  # noqa: E731
     chols = {n: cholesky_call(n) for n in args.sizes}
     chol_loops = {n: cholesky_loop(n) for n in args.sizes}
@@ -159,7 +186,10 @@ def measure(args):
             problem = _problem(method, n, lik)
             r, floor = ratio(step_call(problem), chols[n], args.repeats)
             in_loop = loop_ratio(run_loop(problem), chol_loops[n], n, loop_repeats)
-            results[method][n] = (r, in_loop)
+            stopped = in_loop is None
+            if stopped:
+                in_loop = loop_ratio(step_loop(problem), chol_loops[n], n, loop_repeats)
+            results[method][n] = (r, in_loop, stopped)
             floors[n].append(floor)
         print(f"{method:16s}" + "".join(_cells(*results[method][n]) for n in args.sizes),
               flush=True)
@@ -168,6 +198,8 @@ def measure(args):
         clear_compiled()
         gc.collect()
     print(f"{'(cholesky ms)':16s}" + "".join(f"{1e3 * min(floors[n]):16.2f}" for n in args.sizes))
+    if any(cell[2] for row in results.values() for cell in row.values()):
+        print("* the run stops early (a rejected step): a compiled loop of steps instead")
     return results
 
 
@@ -176,8 +208,8 @@ def _print_header(sizes, step_width=9, loop_width=7):
     print(f"{'method':16s}" + f"{'step':>{step_width}s}{'loop':>{loop_width}s}" * len(sizes))
 
 
-def _cells(step, loop):
-    return f"{step:9.2f}" + (f"{loop:7.2f}" if loop is not None else f"{'div':>7s}")
+def _cells(step, loop, stopped):
+    return f"{step:9.2f}" + f"{loop:6.2f}" + ("*" if stopped else " ")
 
 
 def medians_over_processes(args):
@@ -199,11 +231,11 @@ def medians_over_processes(args):
         row = ""
         for n in args.sizes:
             entries = [table[method][str(n)] for table in tables]
+            stopped = any(e[2] for e in entries)
             for column in (0, 1):
-                values = [e[column] for e in entries if e[column] is not None]
-                cell = (f"{np.median(values):.2f} [{min(values):.2f}–{max(values):.2f}]"
-                        if values else "div")
-                row += f"{cell:>18s}"
+                values = [e[column] for e in entries]
+                cell = f"{np.median(values):.2f} [{min(values):.2f}–{max(values):.2f}]"
+                row += f"{cell:>17s}" + ("*" if column == 1 and stopped else " ")
         print(f"{method:16s}" + row, flush=True)
 
 

@@ -9,15 +9,16 @@ import jax.numpy as jnp
 __all__ = ["sym", "chol_small", "inv_small", "solve_small", "logdet_small"]
 
 
+def sym(A):
+    """(A + Aᵀ)/2 over the last two axes."""
+    return 0.5 * (A + jnp.swapaxes(A, -1, -2))
+
+
 def chol_small(cov):
     """Cholesky factor of a small covariance (symmetrised first); D = 1 by square root."""
     if cov.shape[-1] == 1:
         return jnp.sqrt(cov)
     return jnp.linalg.cholesky(sym(cov))
-
-
-def sym(A):
-    return 0.5 * (A + jnp.swapaxes(A, -1, -2))
 
 
 def inv_small(A):

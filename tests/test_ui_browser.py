@@ -75,7 +75,7 @@ def test_run_ep_grows_energy_trace_and_url_records_it(lab_browser, lab_url, shot
     assert first >= 2 and (last > first or "converged" in _bold(page))
     if not _stopped(page):               # EP may converge (and disable Pause) first
         try:
-            page.get_by_role("button", name="⏸ Pause").click(timeout=5_000)
+            page.get_by_role("button", name="❚❚ Pause").click(timeout=5_000)
         except Exception:
             assert _stopped(page)
         page.wait_for_timeout(1000)

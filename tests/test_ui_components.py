@@ -257,6 +257,22 @@ def test_live_view_step_updates_plot_sources_and_error_keeps_state():
     assert st.errors == {} and live.runner is not runner
 
 
+def _legend_labels(live):
+    return {item.label.value for item in live.plots.band.legend[0].items if item.visible}
+
+
+def test_posterior_legend_lists_only_the_groups_with_data():
+    s, st = LabSettings(method="vi"), Status()
+    live = LiveView(s, st)
+    assert live.rebuild()
+    assert _legend_labels(live) == {"latent f1 ± 2σ", "latent f1 mean", "data", "chosen pair"}
+    s.param.update(dataset="heteroscedastic_1d")            # two latents: f2 has a band
+    assert st.errors == {}
+    assert {"latent f2 ± 2σ", "latent f2 mean"} <= _legend_labels(live)
+    assert all(g.visible for g in live.plots.glyphs["f2"])
+    assert not any(g.visible for g in live.plots.glyphs["mcmc"])
+
+
 def test_url_parameters_round_trip():
     a = LabSettings(method="pep", alpha=0.3, kernel="matern32", rho=0.7, dataset="counts_1d")
     b = LabSettings()

@@ -55,7 +55,7 @@ class LiveView(pn.viewable.Viewer):
                       "site_prec": bk(self.plots.site_prec), "site_nat1": bk(self.plots.site_nat1),
                       "joint": pn.pane.Bokeh(self.plots.joint)}
         self.run_button = pn.widgets.Button(label="▶ Run", color="success", width=90)
-        self.pause_button = pn.widgets.Button(label="⏸ Pause", width=90, disabled=True)
+        self.pause_button = pn.widgets.Button(label="❚❚ Pause", width=90, disabled=True)
         self.step_button = pn.widgets.Button(label="Step", color="primary", width=90)
         self.reset_button = pn.widgets.Button(label="↺ Reset", width=90)
         self.run_button.on_click(lambda e: self.run())

@@ -63,9 +63,10 @@ class LivePlots:
         b.scatter("x", "y", source=s["pair"], size=14, fill_alpha=0.15, color=PAIR,
                   line_width=2, legend_label="chosen pair")
         b.add_tools(TapTool(renderers=[data]))
-        b.legend.location = "top_left"
         b.legend.click_policy = "hide"
+        b.add_layout(b.legend[0], "right")      # beside the plot: inside, it hid data points
         self.band = b
+        self._shown = {key: True for key in self.glyphs}
 
         p = _fig("Predictive", "x", "y", height=240)
         p.varea("x", "lower", "upper", source=s["pred"], fill_color=LATENT[1], fill_alpha=0.2)
@@ -101,15 +102,27 @@ class LivePlots:
         self.joint = j
 
     # -- updates -----------------------------------------------------------------------
+    def _show(self, key, shown):
+        """Show or hide a group of the posterior plot (a second latent, the MCMC band) with
+        its legend entries, which would otherwise stay listed, greyed, while it has no
+        data. Only a change is applied, so a glyph the user hid by a legend click stays
+        hidden from frame to frame."""
+        if self._shown[key] == shown:
+            return
+        self._shown[key] = shown
+        for glyph in self.glyphs[key]:
+            glyph.visible = shown
+        for item in self.band.legend[0].items:
+            if any(r in self.glyphs[key] for r in item.renderers):
+                item.visible = shown
+
     def update(self, snap, selected=(), mcmc=None, joint=None, x_label="x"):
         s = self.src
         for d, key in enumerate(("f1", "f2")):
             band = snap["bands"].get(key)
             s[key].data = dict(band) if band is not None else _empty("x", "mean", "lower", "upper")
-            for g in self.glyphs[key]:
-                g.visible = band is not None
-        for g in self.glyphs["mcmc"]:
-            g.visible = mcmc is not None
+            self._show(key, band is not None)
+        self._show("mcmc", mcmc is not None)
         s["mcmc"].data = dict(mcmc) if mcmc is not None else _empty("x", "mean", "lower", "upper")
         x, y = snap["data"]["x"], snap["data"]["y"]
         if len(s["data"].data["x"]) != len(x) or not np.array_equal(s["data"].data["x"], x):

@@ -63,7 +63,8 @@ def surface_plots(ds, variable="log_marginal_per_n", slice_index=None, levels=12
         ref = hv.operation.contours(
             hv.Image((x, y, vals[methods.index("mcmc")]), [f"log10 {ax1}", f"log10 {ax0}"],
                      variable), levels=levels, filled=False).opts(
-            color="black", line_dash="dashed", line_width=1, cmap=["#000000"], colorbar=False)
+            color="black", line_dash="dashed", line_width=1, cmap=["#000000"], colorbar=False,
+            show_legend=False)
     panels = []
     for k, m in enumerate(methods):
         z = vals[k]
@@ -71,7 +72,7 @@ def surface_plots(ds, variable="log_marginal_per_n", slice_index=None, levels=12
             cmap="viridis", clim=clim, colorbar=True, tools=["hover"], title=m,
             width=340, height=300)
         layer = img * hv.operation.contours(img, levels=levels, filled=False).opts(
-            cmap=["#ffffff"], line_width=1, colorbar=False, alpha=0.6)
+            cmap=["#ffffff"], line_width=1, colorbar=False, alpha=0.6, show_legend=False)
         if np.isfinite(z).any():
             i0, i1 = np.unravel_index(np.nanargmax(z), z.shape)
             layer = layer * hv.Points([(x[i1], y[i0])]).opts(color="#d62728", marker="x", size=14,

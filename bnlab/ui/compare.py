@@ -52,7 +52,7 @@ def comparison_plots(snaps: dict, x_label="x"):
     return (hv.Overlay(bands + [pts]).opts(title="Posterior of each method", xlabel=x_label,
                                            ylabel="latent f / data",
                                            responsive=True, min_height=300,
-                                           legend_position="top_left"),
+                                           legend_position="right"),
             hv.Overlay(traces).opts(title="Energy per iteration", responsive=True,
                                     min_height=260, legend_position="bottom_right"))
 
@@ -76,7 +76,7 @@ def alpha_plots(sweep: dict, index: int, x_label="x"):
     return (curve.opts(title="Converged energy against α", responsive=True, min_height=260),
             bands.opts(title="Posterior: VI → PEP(α) → EP", xlabel=x_label, ylabel="latent f / data",
                        responsive=True,
-                       min_height=300, legend_position="top_left"))
+                       min_height=300, legend_position="right"))
 
 
 class CompareView(pn.viewable.Viewer):

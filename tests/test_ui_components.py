@@ -258,20 +258,24 @@ def test_live_view_step_updates_plot_sources_and_error_keeps_state():
     assert st.errors == {} and live.runner is not runner
 
 
-def _legend_labels(live):
-    return {item.label.value for item in live.plots.band.legend[0].items if item.visible}
+def _legend_labels(figure):
+    return {item.label.value for item in figure.legend[0].items if item.visible}
 
 
-def test_posterior_legend_lists_only_the_groups_with_data():
+def test_legends_list_only_what_has_data():
     s, st = LabSettings(method="vi"), Status()
     live = LiveView(s, st)
     assert live.rebuild()
-    assert _legend_labels(live) == {"latent f1 ± 2σ", "latent f1 mean", "data", "chosen pair"}
+    band, joint = live.plots.band, live.plots.joint
+    assert _legend_labels(band) == {"latent f1 ± 2σ", "latent f1 mean", "data"}
+    assert _legend_labels(joint) == set()
+    live.select_pair(1, 4)
+    assert _legend_labels(band) == {"latent f1 ± 2σ", "latent f1 mean", "data", "chosen pair"}
+    assert _legend_labels(joint) == {"q: 2σ ellipse", "q mean"}
     s.param.update(dataset="heteroscedastic_1d")            # two latents: f2 has a band
     assert st.errors == {}
-    assert {"latent f2 ± 2σ", "latent f2 mean"} <= _legend_labels(live)
-    assert all(g.visible for g in live.plots.glyphs["f2"])
-    assert not any(g.visible for g in live.plots.glyphs["mcmc"])
+    assert {"latent f2 ± 2σ", "latent f2 mean"} <= _legend_labels(band)
+    assert not {"MCMC ± 2σ", "MCMC mean"} & _legend_labels(band)
 
 
 def test_url_parameters_round_trip():

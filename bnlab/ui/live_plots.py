@@ -25,6 +25,16 @@ def _empty(*cols):
     return {c: [] for c in cols}
 
 
+def _legend_lists_what_has_data(fig):
+    """Show a legend entry only while one of its glyphs has data: a second latent, the
+    MCMC band and samples, the chosen pair exist only on some problems or after some
+    clicks, and Bokeh would list them, greyed, all the same. Glyph visibility is left
+    to the user's legend clicks."""
+    for item in fig.legend[0].items:
+        item.visible = any(len(next(iter(r.data_source.data.values()), [])) > 0
+                           for r in item.renderers)
+
+
 class LivePlots:
     """The live view's figures and their data sources."""
 
@@ -43,21 +53,18 @@ class LivePlots:
         s = self.src
         b = _fig("Posterior: latent mean ± 2σ (click two data points)", "x", "latent f / data",
                  min_height=320, height=340)
-        self.glyphs = {}
         for d, key in enumerate(("f1", "f2")):
             c = LATENT[d]
-            area = b.varea("x", "lower", "upper", source=s[key], fill_color=c, fill_alpha=0.2,
-                           legend_label=f"latent {key} ± 2σ")
-            line = b.line("x", "mean", source=s[key], color=c, line_width=2,
-                          legend_label=f"latent {key} mean")
-            self.glyphs[key] = (area, line)
-        m1 = b.line("x", "lower", source=s["mcmc"], color="black", line_dash="dashed",
-                    legend_label="MCMC ± 2σ")
-        m2 = b.line("x", "upper", source=s["mcmc"], color="black", line_dash="dashed",
-                    legend_label="MCMC ± 2σ")
-        m3 = b.line("x", "mean", source=s["mcmc"], color="black", line_dash="dotted",
-                    legend_label="MCMC mean")
-        self.glyphs["mcmc"] = (m1, m2, m3)
+            b.varea("x", "lower", "upper", source=s[key], fill_color=c, fill_alpha=0.2,
+                    legend_label=f"latent {key} ± 2σ")
+            b.line("x", "mean", source=s[key], color=c, line_width=2,
+                   legend_label=f"latent {key} mean")
+        b.line("x", "lower", source=s["mcmc"], color="black", line_dash="dashed",
+               legend_label="MCMC ± 2σ")
+        b.line("x", "upper", source=s["mcmc"], color="black", line_dash="dashed",
+               legend_label="MCMC ± 2σ")
+        b.line("x", "mean", source=s["mcmc"], color="black", line_dash="dotted",
+               legend_label="MCMC mean")
         data = b.scatter("x", "y", source=s["data"], size=6, color=GREY, alpha=0.7,
                          legend_label="data", nonselection_alpha=0.7, selection_color=GREY)
         b.scatter("x", "y", source=s["pair"], size=14, fill_alpha=0.15, color=PAIR,
@@ -66,7 +73,6 @@ class LivePlots:
         b.legend.click_policy = "hide"
         b.add_layout(b.legend[0], "right")      # beside the plot: inside, it hid data points
         self.band = b
-        self._shown = {key: True for key in self.glyphs}
 
         p = _fig("Predictive", "x", "y", height=240)
         p.varea("x", "lower", "upper", source=s["pred"], fill_color=LATENT[1], fill_alpha=0.2)
@@ -102,27 +108,11 @@ class LivePlots:
         self.joint = j
 
     # -- updates -----------------------------------------------------------------------
-    def _show(self, key, shown):
-        """Show or hide a group of the posterior plot (a second latent, the MCMC band) with
-        its legend entries, which would otherwise stay listed, greyed, while it has no
-        data. Only a change is applied, so a glyph the user hid by a legend click stays
-        hidden from frame to frame."""
-        if self._shown[key] == shown:
-            return
-        self._shown[key] = shown
-        for glyph in self.glyphs[key]:
-            glyph.visible = shown
-        for item in self.band.legend[0].items:
-            if any(r in self.glyphs[key] for r in item.renderers):
-                item.visible = shown
-
     def update(self, snap, selected=(), mcmc=None, joint=None, x_label="x"):
         s = self.src
         for d, key in enumerate(("f1", "f2")):
             band = snap["bands"].get(key)
             s[key].data = dict(band) if band is not None else _empty("x", "mean", "lower", "upper")
-            self._show(key, band is not None)
-        self._show("mcmc", mcmc is not None)
         s["mcmc"].data = dict(mcmc) if mcmc is not None else _empty("x", "mean", "lower", "upper")
         x, y = snap["data"]["x"], snap["data"]["y"]
         if len(s["data"].data["x"]) != len(x) or not np.array_equal(s["data"].data["x"], x):
@@ -150,6 +140,7 @@ class LivePlots:
         for f in (self.band, self.predictive, self.site_prec, self.site_nat1):
             f.xaxis.axis_label = x_label
         self.update_joint(joint)
+        _legend_lists_what_has_data(self.band)
 
     def update_joint(self, joint):
         s = self.src
@@ -157,6 +148,7 @@ class LivePlots:
             for k in ("samples", "ellipse", "jmean"):
                 s[k].data = _empty("a", "b")
             self.joint.title.text = (joint or {}).get("error", "q(fᵢ, fⱼ): pick two points")
+            _legend_lists_what_has_data(self.joint)
             return
         e, m = joint["ellipse"], joint["mean"]
         s["ellipse"].data = {"a": e[:, 0], "b": e[:, 1]}
@@ -167,3 +159,4 @@ class LivePlots:
         i, j = joint["indices"]
         self.joint.title.text = f"q(f{i}, f{j}): correlation {joint['corr']:.3f}"
         self.joint.xaxis.axis_label, self.joint.yaxis.axis_label = f"f(x_{i})", f"f(x_{j})"
+        _legend_lists_what_has_data(self.joint)

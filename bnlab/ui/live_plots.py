@@ -140,7 +140,8 @@ class LivePlots:
         for f in (self.band, self.predictive, self.site_prec, self.site_nat1):
             f.xaxis.axis_label = x_label
         self.update_joint(joint)
-        _legend_lists_what_has_data(self.band)
+        for fig in (self.band, self.joint):
+            _legend_lists_what_has_data(fig)
 
     def update_joint(self, joint):
         s = self.src
@@ -148,7 +149,6 @@ class LivePlots:
             for k in ("samples", "ellipse", "jmean"):
                 s[k].data = _empty("a", "b")
             self.joint.title.text = (joint or {}).get("error", "q(fᵢ, fⱼ): pick two points")
-            _legend_lists_what_has_data(self.joint)
             return
         e, m = joint["ellipse"], joint["mean"]
         s["ellipse"].data = {"a": e[:, 0], "b": e[:, 1]}
@@ -159,4 +159,3 @@ class LivePlots:
         i, j = joint["indices"]
         self.joint.title.text = f"q(f{i}, f{j}): correlation {joint['corr']:.3f}"
         self.joint.xaxis.axis_label, self.joint.yaxis.axis_label = f"f(x_{i})", f"f(x_{j})"
-        _legend_lists_what_has_data(self.joint)

@@ -1,7 +1,7 @@
 """BYT17 §4.1 sweep over the number of pseudo-points: test SMSE of collapsed Power EP
 at α ∈ {0 (VFE), 0.5, 0.8, 1 (FITC/EP)} on synthetic 5-D ARD-SE GP draws (N = 1000,
 500/500 split), hyperparameters and Z fitted by L-BFGS on the PEP energy
-(``bnlab.byt17``). The paper (Fig. 3) averages 30 draws per M and finds α ∈ [0.5, 0.8]
+(``bnlab.papers.bui2017``). The paper (Fig. 3) averages 30 draws per M and finds α ∈ [0.5, 0.8]
 best *on average*; this prints, per M, the mean SMSE per α and the fraction of draws in
 which α = 0.5 beats both VFE and EP.
 
@@ -16,7 +16,7 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from bnlab.byt17 import experiment  # noqa: E402
+from bnlab.papers.bui2017 import experiment  # noqa: E402
 
 ALPHAS = (0.0, 0.5, 0.8, 1.0)
 

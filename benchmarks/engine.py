@@ -35,8 +35,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import bnlab
-from bnlab.compiled import clear_compiled
-from bnlab.engine import Settings, get_engine
+from bnlab._runtime.compiled import clear_compiled
+from bnlab.engine.loop import Settings, get_engine
 from bnlab.methods.registry import SITE_METHODS
 
 

@@ -23,7 +23,7 @@ import numpy as np
 
 import bnlab
 from bnlab.gkl import fit, kl_bound, make_prior, make_structure
-from bnlab.gkl.synthetic import CB_TABLE3, synthetic_logistic, test_log_predictive
+from bnlab.papers.challis2013 import CB_TABLE3, synthetic_logistic, test_log_predictive
 
 STRUCTURES = [("full", {}), ("optimal", {}), ("banded", {"band": 10}),
               ("chevron", {"rank": 10}), ("factor_analysis", {"rank": 10}),

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import bnlab
-from bnlab.engine import Settings, get_engine
+from bnlab.engine.loop import Settings, get_engine
 
 
 def _time_step(engine, params, X, y, settings, repeats):

@@ -21,8 +21,8 @@ import numpy as np  # noqa: E402
 
 import bnlab  # noqa: E402
 from bnlab.datasets import synthetic_probit  # noqa: E402
-from bnlab.mcmc import ais_grid  # noqa: E402
-from bnlab.surfaces import point_params  # noqa: E402
+from bnlab.studies.mcmc import ais_grid  # noqa: E402
+from bnlab.studies.surfaces import point_params  # noqa: E402
 
 METHODS = ["laplace", "vi", "ep", "ep_like"]
 GRID = {"lengthscale": np.exp(np.linspace(-1, 5, 21)), "variance": np.exp(np.linspace(-2, 10, 21))}

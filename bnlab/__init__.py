@@ -3,20 +3,20 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-from .threads import limit_openblas_threads  # noqa: E402
+from ._runtime.threads import limit_openblas_threads  # noqa: E402
 
 limit_openblas_threads()
 
 from . import cubature, datasets, kernels, likelihoods  # noqa: E402
-from .compiled import clear_compiled  # noqa: E402
+from ._runtime.compiled import clear_compiled  # noqa: E402
 from .inference import InferenceResult, infer  # noqa: E402
 from .methods.registry import METHOD_NAMES  # noqa: E402
 from .model import GP  # noqa: E402
 from .model import SparseGP  # noqa: E402
 from .model import MarkovGP  # noqa: E402
-from . import learning, mcmc  # noqa: E402
+from .studies import learning, mcmc  # noqa: E402
 from . import gkl  # noqa: E402
-from .surfaces import surface  # noqa: E402
+from .studies.surfaces import surface  # noqa: E402
 
 __all__ = ["cubature", "datasets", "kernels", "likelihoods", "GP", "SparseGP", "MarkovGP", "infer", "InferenceResult",
            "METHOD_NAMES", "surface", "mcmc", "learning", "gkl", "clear_compiled"]

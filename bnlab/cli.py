@@ -90,7 +90,7 @@ def _surface(args):
 
 
 def _reproduce(args):
-    from .reproduce import format_table, li2023
+    from .papers.li2023 import format_table, li2023
     from tqdm import tqdm
     methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
     bar = tqdm(total=args.folds * args.seeds * len(methods), desc="li2023", file=sys.stderr)

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import logsumexp
 
-from .small_blocks import chol_small, inv_small, sym
+from .linalg.small_blocks import chol_small, inv_small, sym
 
 __all__ = ["Rule", "gauss_hermite", "unscented", "make_rule", "expectation",
            "log_expectation_exp", "log_expectation_exp_derivatives", "sigma_points",

@@ -4,7 +4,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from .engine import Settings, State, Trace, get_engine
+from .engine.loop import Settings, State, Trace, get_engine
 from .methods.registry import check_method_name
 from .model import validate_inputs
 
@@ -77,7 +77,7 @@ class InferenceResult:
         """Posterior covariance of (f(x_i), f(x_j)), a (2D, 2D) matrix (latents of x_i
         first) — what the lab's cross-covariance ellipses draw. Full GPs use their
         factorisation; Markov GPs have the same posterior, computed densely here."""
-        from .models import full, joint
+        from .posterior import full, joint
         structure = self.engine.model.structure
         if structure == "full":
             prior = self.state.prior
@@ -111,7 +111,7 @@ def infer(model, X, y, method="vi", *, alpha=1.0, damping=0.5, max_iters=200, to
     'ep_like'), reject a step that lowers it and halve the next step (``bnlab.engine``);
     False gives the fixed-step iteration (which can cycle). Other methods ignore it.
     ``acceleration``: mix the site updates by Anderson acceleration
-    (``bnlab.anderson``) for 'vi' and 'ep_like' (with ``backtracking`` on: the ELBO
+    (``bnlab.engine.anderson``) for 'vi' and 'ep_like' (with ``backtracking`` on: the ELBO
     guards a mixed step), 'ep', 'pep' and, when damped (ρ < 1), 'laplace' (a residual
     test guards it; ``methods.registry.ACCELERATED``): the same fixed point in 2–12×
     fewer iterations; False gives the papers' path.
@@ -124,7 +124,7 @@ def infer(model, X, y, method="vi", *, alpha=1.0, damping=0.5, max_iters=200, to
     if params is None:
         params = model.init_params()
     if method == "gkl":
-        from .methods.gkl import infer_gkl
+        from .gkl.method import infer_gkl
         return infer_gkl(model, X, y, params=params, max_iters=max_iters, tol=tol,
                          cubature=cubature, **options)
     engine = get_engine(model, method, cubature, tuple(options.items()))

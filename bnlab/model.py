@@ -107,7 +107,7 @@ class SparseGP(GP):
     Bui & Titsias (2025): "svgp" (M = I; q(f|u) = p(f|u), which the site methods
     use), "tpep" (M = m I), "diag" (diagonal M) or "block" (block-diagonal M with
     ``block_size`` points per block). The structured forms are Gaussian-regression
-    objectives (``bnlab.sparse_bounds``, ``bnlab.sparse_training``).
+    objectives (``bnlab.sparse.bounds``, ``bnlab.sparse.training``).
     """
 
     structure = "sparse"
@@ -179,7 +179,7 @@ class SparseGP(GP):
 class MarkovGP(GP):
     """Markovian GP on one-dimensional inputs: each latent's Matérn kernel is written as
     a linear SDE and the global update is a Kalman filter + RTS smoother, O(N)
-    (Wilkinson et al. 2023 §8.3, Alg. 3; ``bnlab.models.markov``). It gives exactly
+    (Wilkinson et al. 2023 §8.3, Alg. 3; ``bnlab.posterior.markov``). It gives exactly
     the posterior of ``GP`` with the same kernel and sites.
 
     ``parallel=True`` runs the filter and smoother as associative (parallel-prefix)

@@ -32,7 +32,7 @@ def pytest_configure(config):
 def _free_compiled_code():
     """Drop compiled programs after each module: a process may hold 65 530 memory
     mappings, and the suite's thousands of executables would pass that (XLA then
-    segfaults). See ``bnlab.compiled``."""
+    segfaults). See ``bnlab._runtime.compiled``."""
     yield
     import bnlab
     bnlab.clear_compiled()

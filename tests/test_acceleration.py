@@ -1,4 +1,4 @@
-"""Anderson acceleration of EP, Power EP and damped Laplace (``bnlab.anderson``, residual
+"""Anderson acceleration of EP, Power EP and damped Laplace (``bnlab.engine.anderson``, residual
 safeguard): the same fixed point as the plain damped iteration, in fewer steps. EP is
 pinned to textbook EP (R&W Alg. 3.5, an independent implementation), Laplace to
 scikit-learn's GaussianProcessClassifier; Power EP at α = 0.5 to its own plain

@@ -1,4 +1,4 @@
-"""The paper's EP baseline (GPy's frozen-site EP learning, ``bnlab.alternated_ep``):
+"""The paper's EP baseline (GPy's frozen-site EP learning, ``bnlab.studies.alternated_ep``):
 its objective against scikit-learn's Gaussian-process regression evidence on the
 pseudo-observations, its optimum against that evidence's gradient, and Li et al.
 (2023) Table 1's EP row on breast cancer."""
@@ -8,8 +8,8 @@ from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import ConstantKernel, Matern
 
 import bnlab
-from bnlab.alternated_ep import alternated_ep, frozen_site_gaussian_term
-from bnlab.reproduce import PAPER_TABLE1, li2023
+from bnlab.studies.alternated_ep import alternated_ep, frozen_site_gaussian_term
+from bnlab.papers.li2023 import PAPER_TABLE1, li2023
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +33,7 @@ def test_frozen_site_objective_is_the_regression_evidence(fitted):
     ds, model, learned, _ = fitted
     nat1, prec = learned.sites.nat1[:, 0], learned.sites.prec[:, 0, 0]
     for ls, var in [(1.0, 1.0), (0.4, 3.0), (2.5, 0.7)]:
-        params = bnlab.surfaces.point_params(model.init_params(), ("lengthscale", "variance"),
+        params = bnlab.studies.surfaces.point_params(model.init_params(), ("lengthscale", "variance"),
                                              (ls, var))
         ours = frozen_site_gaussian_term(model.prior_covariance(params, ds.X, ds.X), nat1, prec)
         gpr = _sklearn_regression(ds, learned.sites, ls, var)

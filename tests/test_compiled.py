@@ -1,10 +1,10 @@
-"""The bounded caches of compiled programs (``bnlab.compiled``)."""
+"""The bounded caches of compiled programs (``bnlab._runtime.compiled``)."""
 import jax.numpy as jnp
 import pytest
 
 import bnlab
-from bnlab.compiled import CompiledCache
-from bnlab.engine import get_engine
+from bnlab._runtime.compiled import CompiledCache
+from bnlab.engine.loop import get_engine
 
 
 def test_least_recently_used_entries_are_dropped_beyond_maxsize():

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import bnlab
-from bnlab.engine import Settings, get_engine
+from bnlab.engine.loop import Settings, get_engine
 
 KERNELS = [bnlab.kernels.Matern12, bnlab.kernels.Matern32, bnlab.kernels.Matern52, bnlab.kernels.RBF]
 LIKELIHOODS = {

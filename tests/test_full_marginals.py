@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import bnlab
-from bnlab.models import full
-from bnlab.models.dense_linalg import (lower_gram, lower_solve, lower_solve_lower, lower_times,
+from bnlab.posterior import full
+from bnlab.linalg.dense import (lower_gram, lower_solve, lower_solve_lower, lower_times,
                                       lower_triangular_inverse,
                                       signed_cholesky_and_inverse, symmetric_cholesky,
                                       times_lower)

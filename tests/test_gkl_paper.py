@@ -12,7 +12,7 @@ from bnlab import cubature
 from bnlab.gkl import fit
 from bnlab.gkl.bound import kl_bound
 from bnlab.gkl.structures import Subspace
-from bnlab.gkl.synthetic import CB_TABLE3, synthetic_logistic
+from bnlab.papers.challis2013 import CB_TABLE3, synthetic_logistic
 
 D, K = 250, 13
 SEEDS = {125: 10, 1250: 1}

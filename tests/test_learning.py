@@ -6,8 +6,8 @@ from scipy.optimize import minimize
 from scipy.stats import multivariate_normal
 
 import bnlab
-from bnlab.learning import hybrid, joint, objective_gradient
-from bnlab.surfaces import point_params
+from bnlab.studies.learning import hybrid, joint, objective_gradient
+from bnlab.studies.surfaces import point_params
 
 
 @pytest.mark.parametrize("method", ["laplace", pytest.param("vi", marks=pytest.mark.slow),

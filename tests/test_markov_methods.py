@@ -6,7 +6,7 @@ heteroscedastic likelihood) the Markov engine takes a few damped steps from the 
 start. At every iterate its marginals, log_norm and energy must equal, for the same
 sites, (a) the exact dense posterior (numpy: C = K(I + Λ̄K)⁻¹, m = Cν̄,
 log_norm = ½ν̄ᵀm − ½log|I + KΛ̄|) to 1e-8, (b) the parallel-scan Markov GP to 1e-8 and
-(c) the full GP (``bnlab.models.full``) to 1e-6 — the full GP adds a jitter of
+(c) the full GP (``bnlab.posterior.full``) to 1e-6 — the full GP adds a jitter of
 1e-9·mean(diag K) to K in its Cholesky form (D = 2, or negative site precisions),
 which moves its log_norm by up to a few 1e-8 on these iterates.
 
@@ -22,10 +22,10 @@ import numpy as np
 import pytest
 
 import bnlab
-from bnlab.energies import energy
-from bnlab.engine import Settings, get_engine
+from bnlab.engine.energies import energy
+from bnlab.engine.loop import Settings, get_engine
 from bnlab.methods.registry import SITE_METHODS
-from bnlab.models import full, markov
+from bnlab.posterior import full, markov
 from bnlab.sites import Marginals
 
 STEPS = 3

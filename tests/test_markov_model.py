@@ -1,4 +1,4 @@
-"""The Markov-GP global update (bnlab.models.markov) against a dense reference written
+"""The Markov-GP global update (bnlab.posterior.markov) against a dense reference written
 here in numpy (C = K(I + Λ̄K)⁻¹, m = Cν̄, log_norm = ½ν̄ᵀm − ½ log|I + KΛ̄|; no jitter,
 valid for singular K and indefinite Λ̄) and against the full GP: unsorted inputs with
 duplicates, negative site precisions, non-PD posteriors, prediction, bad input."""
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import bnlab
-from bnlab.models import full, markov
+from bnlab.posterior import full, markov
 from bnlab.sites import Sites
 
 M12, M32, M52 = (bnlab.kernels.Matern12(0.8, 1.3), bnlab.kernels.Matern32(0.6, 0.9),

@@ -1,4 +1,4 @@
-"""State-space forms of the Matérn kernels (bnlab.statespace) against closed forms:
+"""State-space forms of the Matérn kernels (bnlab.posterior.statespace) against closed forms:
 the SDE must reproduce the kernel, P∞ must solve the Lyapunov equation, and the
 closed-form transition matrix must equal scipy's matrix exponential."""
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 from scipy.linalg import expm, solve_continuous_lyapunov
 
 import bnlab
-from bnlab import statespace
+from bnlab.posterior import statespace
 
 KERNELS = [bnlab.kernels.Matern12(0.7, 1.3), bnlab.kernels.Matern32(0.7, 1.3),
            bnlab.kernels.Matern52(0.7, 1.3)]

@@ -6,8 +6,8 @@ from scipy.special import log_ndtr, logsumexp
 from scipy.stats import multivariate_normal
 
 import bnlab
-from bnlab import cache
-from bnlab.mcmc import ais
+from bnlab._runtime import disk_cache as cache
+from bnlab.studies.mcmc import ais
 
 
 @pytest.fixture(autouse=True)

@@ -7,7 +7,7 @@ from sklearn.gaussian_process.kernels import RBF as SkRBF
 from sklearn.gaussian_process.kernels import ConstantKernel
 
 import bnlab
-from bnlab import sparse_bounds as sb
+from bnlab.sparse import bounds as sb
 
 
 def dense_terms(X, Z, ls, var):

@@ -173,7 +173,7 @@ def test_two_latents_inducing_at_data_match_full_gp():
 
 def test_num_inducing_chooses_kmeans_centres(regression):
     """Without Z in params, prepare() uses the same k-means centres as init_params(X)."""
-    from bnlab.models import sparse
+    from bnlab.posterior import sparse
     model, X, y, *_ = regression
     auto = bnlab.SparseGP(model.kernel, model.likelihood, num_inducing=8)
     Z = np.asarray(auto.init_params(X)["inducing"])

@@ -6,7 +6,7 @@ outperforming both EP and VFE". We compare the test SMSE of intermediate α agai
 import numpy as np
 import pytest
 
-from bnlab.byt17 import experiment, fraction_half_wins
+from bnlab.papers.bui2017 import experiment, fraction_half_wins
 
 
 def test_intermediate_alpha_predicts_best_small():

@@ -8,8 +8,8 @@ import pytest
 from scipy.optimize import minimize
 
 import bnlab
-from bnlab import sparse_bounds as sb
-from bnlab import sparse_training as st
+from bnlab.sparse import bounds as sb
+from bnlab.sparse import training as st
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import bnlab
-from bnlab.surfaces import point_params
+from bnlab.studies.surfaces import point_params
 
 GRID = {"lengthscale": np.exp(np.linspace(-0.5, 1.5, 3)), "variance": np.exp(np.linspace(-1, 3, 3))}
 
@@ -113,7 +113,7 @@ def test_vi_surface_is_vis_own_even_where_the_ep_like_energy_is_undefined():
 
 def test_two_latent_surface_over_one_latents_hyperparameters():
     """Heteroscedastic noise (two latent GPs): the grid may name one latent's kernel
-    hyperparameter as ``bnlab.learning`` does ("lengthscale_0", "variance_1"); each
+    hyperparameter as ``bnlab.studies.learning`` does ("lengthscale_0", "variance_1"); each
     point equals ``infer`` with only that latent's value changed."""
     rng = np.random.default_rng(0)
     X = np.sort(rng.uniform(-3, 3, 30))[:, None]
@@ -133,10 +133,10 @@ def test_two_latent_surface_over_one_latents_hyperparameters():
                                        r.log_marginal, rtol=1e-7)
     with pytest.raises(ValueError, match="lengthscale_2"):
         bnlab.surface(model, X, y, methods=["vi"], grid={"lengthscale_2": [1.0], "variance": [1.0]})
-    from bnlab.learning import learnable               # learning paths name the same axes
+    from bnlab.studies.learning import learnable               # learning paths name the same axes
     names, _, _ = learnable(model, model.init_params())
     for a, b in zip(names, names[1:]):
-        bnlab.surfaces.grid_axes(model, {a: [1.0], b: [1.0]})
+        bnlab.studies.surfaces.grid_axes(model, {a: [1.0], b: [1.0]})
 
 
 def test_gaussian_surface_over_likelihood_noise_is_the_exact_evidence():

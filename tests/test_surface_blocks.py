@@ -1,11 +1,11 @@
-"""The walk over a surface's grid (``bnlab.surface_blocks``) and its thread pool."""
+"""The walk over a surface's grid (``bnlab.studies.surface_blocks``) and its thread pool."""
 import threading
 import time
 
 import numpy as np
 import pytest
 
-from bnlab.surface_blocks import for_runs, padded, plan_blocks, run_blocks
+from bnlab.studies.surface_blocks import for_runs, padded, plan_blocks, run_blocks
 
 
 @pytest.mark.parametrize("shape,chunk", [((4, 5), 5), ((4, 5), 2), ((3, 1), 2), ((1, 6), 4)])

@@ -74,8 +74,8 @@ def test_ionosphere_surface_findings(surfaces):
 
 
 def test_ionosphere_mcmc_comparison(problem, surfaces):
-    from bnlab.mcmc import ais_grid
-    from bnlab.surfaces import point_params
+    from bnlab.studies.mcmc import ais_grid
+    from bnlab.studies.surfaces import point_params
     model, X, y = problem
     v, ok = surfaces
     argmax = {m: np.unravel_index(np.nanargmax(np.where(ok[m], v[m], np.nan)), v[m].shape)

@@ -25,7 +25,7 @@ def test_import_sets_one_openblas_thread_including_the_one_jaxlib_uses():
 
 
 def test_an_explicit_openblas_num_threads_is_respected(monkeypatch):
-    from bnlab.threads import limit_openblas_threads
+    from bnlab._runtime.threads import limit_openblas_threads
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")
     assert limit_openblas_threads() is False
     libs = _openblas_threads(dict(os.environ))

@@ -1,10 +1,10 @@
-"""bnlab.models.joint.joint_covariance against the dense inverse (K⁻¹ + Λ̄)⁻¹."""
+"""bnlab.posterior.joint.joint_covariance against the dense inverse (K⁻¹ + Λ̄)⁻¹."""
 import numpy as np
 import pytest
 
 import bnlab
-from bnlab.models.full import marginals, prepare
-from bnlab.models.joint import joint_covariance
+from bnlab.posterior.full import marginals, prepare
+from bnlab.posterior.joint import joint_covariance
 from bnlab.sites import Sites
 
 

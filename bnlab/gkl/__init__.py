@@ -8,7 +8,7 @@
 - ``jaakkola_jordan`` — the local logistic bound the G-KL bound dominates (§5.1.2).
 
 For GP models use ``bnlab.infer(model, X, y, method="gkl", covariance=...)``
-(``bnlab.methods.gkl``).
+(``bnlab.gkl.method``).
 """
 from .bound import kl_bound, site_expectations, site_precisions
 from .fit import GKLFit, Solution, fit, solve

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import cubature as cub
-from ..compiled import CompiledCache
+from .._runtime.compiled import CompiledCache
 from ..likelihoods import Likelihood
 from .bound import kl_bound, site_precisions
 from .optimise import maximise

@@ -4,7 +4,7 @@ Challis & Barber (2013), eqs. (1)–(5): p(w) ∝ N(w|μ, Σ) Π_n φ_n(wᵀh_n)
 bound needs from (μ, Σ, H) is computed here once, O(D³ + ND²):
 
 * ``chol``: L with Σ = LLᵀ (a relative jitter of 1e-9·mean diag Σ, as in
-  ``bnlab.models.full``) — the whitening of App. E: m = μ + L m̃ makes the prior
+  ``bnlab.posterior.full``) — the whitening of App. E: m = μ + L m̃ makes the prior
   quadratic ½(m−μ)ᵀΣ⁻¹(m−μ) = ½‖m̃‖².
 * ``H_white`` = H L (rows h̃_n = Lᵀh_n), so m_n = μᵀh_n + m̃ᵀh̃_n costs O(ND).
 * ``prec`` = Σ⁻¹ (from the Cholesky factor, never a general inverse): the banded,

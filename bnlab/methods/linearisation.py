@@ -19,7 +19,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ..small_blocks import inv_small
+from ..linalg.small_blocks import inv_small
 from .base import LocalInput, LocalUpdate
 
 __all__ = ["slr", "pl_local", "pl2_target", "pl2_local", "pl2_gn_local"]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from ..sites import min_eigenvalue
-from ..small_blocks import inv_small, solve_small, sym
+from ..linalg.small_blocks import inv_small, solve_small, sym
 from .base import LocalInput, LocalUpdate
 
 __all__ = ["cavity", "log_tilted_normaliser", "tilted_derivatives", "pep_local",

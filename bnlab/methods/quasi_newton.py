@@ -40,7 +40,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..small_blocks import inv_small, sym
+from ..linalg.small_blocks import inv_small, sym
 from .base import LocalInput, LocalUpdate
 from .linearisation import pl2_target
 from .power_ep import cavity, tilted_derivatives

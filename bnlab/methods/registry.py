@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..anderson import DEPTH
+from ..engine.anderson import DEPTH
 from .base import Method
 from .linearisation import pl2_gn_local, pl2_local, pl_local
 from .newton import laplace_gn_local, laplace_local, taylor_local
@@ -72,7 +72,7 @@ ASCENDS_ELBO = frozenset({"vi", "vi_riemann", "ep_like"})
 
 class Mixing(NamedTuple):
     """How the engine Anderson-mixes a method's steps (``Settings.accelerate``,
-    ``bnlab.anderson``)."""
+    ``bnlab.engine.anderson``)."""
     guard: str                 # what a mixed step must pass: "objective" or "residual"
     min_history: int = 1       # secant pairs (accepted steps since the history was last
                                # cleared) needed before a step is mixed

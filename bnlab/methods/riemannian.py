@@ -16,7 +16,7 @@ diagonal entries become 0.01 — always PSD, but latents become independent per 
 from __future__ import annotations
 
 from ..sites import heuristic_psd
-from ..small_blocks import inv_small, sym
+from ..linalg.small_blocks import inv_small, sym
 from .base import LocalInput, LocalUpdate
 
 __all__ = ["riemannian", "heuristic"]

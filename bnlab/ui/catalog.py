@@ -68,13 +68,13 @@ def _module(name):
 def available() -> dict:
     """Which optional engine pieces exist in this installation (checked at call time,
     so the app picks them up as soon as they land)."""
-    gkl = _module("bnlab.methods.gkl")
+    gkl = _module("bnlab.gkl.method")
     return {"sparse": hasattr(bnlab, "SparseGP"),
             "markov": hasattr(bnlab, "MarkovGP"),
             "gkl": gkl is not None and hasattr(gkl, "infer_gkl"),
-            "mcmc": _module("bnlab.mcmc") is not None,
+            "mcmc": _module("bnlab.studies.mcmc") is not None,
             "surface": hasattr(bnlab, "surface"),
-            "learning": _module("bnlab.learning") is not None}
+            "learning": _module("bnlab.studies.learning") is not None}
 
 
 def gkl_covariances():

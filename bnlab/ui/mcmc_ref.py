@@ -1,5 +1,5 @@
 """The MCMC reference for the live view: posterior band and samples of latent pairs
-from ``bnlab.mcmc`` (the gold standard), when that module is installed."""
+from ``bnlab.studies.mcmc`` (the gold standard), when that module is installed."""
 from __future__ import annotations
 
 import numpy as np
@@ -20,16 +20,16 @@ class MCMCReference:
     @staticmethod
     def reason() -> str | None:
         if not catalog.available()["mcmc"]:
-            return "the MCMC gold standard (bnlab.mcmc) is not in this bnlab version yet"
+            return "the MCMC gold standard (bnlab.studies.mcmc) is not in this bnlab version yet"
         return None
 
     def compute(self, problem, num_temps=300, num_chains=64, seed=0):
         """Annealed importance sampling with elliptical-slice transitions
-        (``bnlab.mcmc.ais``): weighted posterior samples of the latents."""
+        (``bnlab.studies.mcmc.ais``): weighted posterior samples of the latents."""
         reason = self.reason()
         if reason:
             raise ValueError(reason)
-        from bnlab import mcmc
+        from bnlab.studies import mcmc
         res = mcmc.ais(problem.model, problem.X, problem.y, params=problem.params,
                        num_temps=num_temps, num_chains=num_chains, seed=seed)
         D = problem.model.num_latents

@@ -10,8 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from bnlab import cubature
-from bnlab.compiled import CompiledCache
-from bnlab.engine import Settings, get_engine
+from bnlab._runtime.compiled import CompiledCache
+from bnlab.engine.loop import Settings, get_engine
 from bnlab.inference import validate_settings
 
 from .problem import Problem
@@ -116,8 +116,8 @@ class Runner(_Run):
     # -- two-point view -------------------------------------------------------------
     def joint(self, i: int, j: int):
         """Mean (2,) and covariance (2, 2) of (f₁(x_i), f₁(x_j)) under the current q."""
-        from bnlab.models.full import FullPrior
-        from bnlab.models.joint import joint_covariance
+        from bnlab.posterior.full import FullPrior
+        from bnlab.posterior.joint import joint_covariance
         with self._lock:
             st = self.state
             if not isinstance(st.prior, FullPrior):

@@ -121,7 +121,7 @@ class LabSettings(param.Parameterized):
     def method_reasons(self, avail: dict | None = None) -> dict:
         avail = catalog.available() if avail is None else avail
         if not avail["gkl"]:
-            return {"gkl": "G-KL (bnlab.methods.gkl) is not in this bnlab version yet"}
+            return {"gkl": "G-KL (bnlab.gkl.method) is not in this bnlab version yet"}
         return {}
 
     def url_state(self) -> dict:

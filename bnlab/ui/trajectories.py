@@ -1,5 +1,5 @@
 """Hyperparameter-learning trajectories for the Surfaces page: each learner
-(``bnlab.learning``, ``bnlab.alternated_ep``) optimises the two surface axes from the
+(``bnlab.studies.learning``, ``bnlab.studies.alternated_ep``) optimises the two surface axes from the
 sidebar's hyperparameters, and its path is drawn over every surface panel. No maths
 here: the learners are the engine's; this module only names them and collects their
 paths."""
@@ -32,8 +32,8 @@ def learn_trajectories(problem, axes, labels, *, damping=0.5, cubature=("gauss_h
     """Run each learner in ``labels`` over the two ``axes`` (the other hyperparameters
     stay at the sidebar's values); returns {label: Trajectory}. Raises ValueError naming
     an axis that cannot be learned (the PEP power α, say)."""
-    from bnlab import learning
-    from bnlab.alternated_ep import alternated_ep
+    from bnlab.studies import learning
+    from bnlab.studies.alternated_ep import alternated_ep
     out = {}
     for label in labels:
         procedure, method, colour = LEARNERS[label]

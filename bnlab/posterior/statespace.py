@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from .kernels import Kernel, Matern12, Matern32, Matern52
+from ..kernels import Kernel, Matern12, Matern32, Matern52
 
 __all__ = ["SDE", "kernel_sde", "stack", "transitions"]
 

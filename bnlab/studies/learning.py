@@ -32,9 +32,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from .compiled import CompiledCache
-from .engine import Settings, get_engine
-from .inference import prepare_data, validate_settings
+from .._runtime.compiled import CompiledCache
+from ..engine.loop import Settings, get_engine
+from ..inference import prepare_data, validate_settings
 
 __all__ = ["LearningResult", "joint", "hybrid", "learnable", "objective_gradient"]
 

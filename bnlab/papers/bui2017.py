@@ -10,10 +10,10 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.optimize import minimize
 
-from . import sparse_bounds as sb
-from .kernels import RBF
-from .likelihoods import Gaussian
-from .model import SparseGP
+from ..sparse import bounds as sb
+from ..kernels import RBF
+from ..likelihoods import Gaussian
+from ..model import SparseGP
 
 __all__ = ["ALPHAS", "draw_dataset", "fit_and_score", "experiment", "fraction_half_wins"]
 

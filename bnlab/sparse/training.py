@@ -16,7 +16,7 @@ for T-PEP), an unbiased estimate of the full sum over a uniformly drawn batch b:
       ℓ_n = E_q log N(y_n; w_nᵀu, mαd_n + σ²) − (1−α)/(2α) log(1 + αm d_n/σ²)
             − (1/2α) log(1 + α(m − 1)) + ½ log m
   (α → 0 through its analytic limit). At the optimal q(u) each equals its collapsed
-  form in ``bnlab.sparse_bounds`` (BT25 App. A).
+  form in ``bnlab.sparse.bounds`` (BT25 App. A).
 
 Positive hyperparameters are optimised as logs; inducing inputs are free.
 """
@@ -31,11 +31,11 @@ import numpy as np
 import optax
 from jax.scipy.linalg import solve_triangular
 
-from . import cubature
-from .inference import prepare_data
-from .likelihoods import Gaussian
-from .models.sparse import projection
-from .sparse_bounds import _log1p_over_alpha, _logdet_over_alpha
+from .. import cubature
+from ..inference import prepare_data
+from ..likelihoods import Gaussian
+from ..posterior.sparse import projection
+from .bounds import _log1p_over_alpha, _logdet_over_alpha
 
 __all__ = ["QU", "FitResult", "uncollapsed_objective", "minibatch_objective", "fit_minibatch",
            "predict", "optimal_qu_whitened"]

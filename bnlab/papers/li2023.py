@@ -5,11 +5,11 @@ zero mean, θ initialised at ℓ = σ = 1.
 
 EP follows the paper's protocol: GPy's EP with one L-BFGS-B optimisation, which runs EP
 once at the starting θ and then optimises θ with the sites frozen
-(``bnlab.alternated_ep``). "EP_at_Ours" is the paper's Table 7 check ("EP (new init.)"):
+(``bnlab.studies.alternated_ep``). "EP_at_Ours" is the paper's Table 7 check ("EP (new init.)"):
 the same procedure started from the hybrid method's learned θ.
 
 Differences from the paper, stated: LA and VI maximise their own energy with Adam
-(``bnlab.learning.joint``, sites re-converged between steps) instead of L-BFGS-B in
+(``bnlab.studies.learning.joint``, sites re-converged between steps) instead of L-BFGS-B in
 GPy and natural-gradient VEM in GPflow; EP's sites come from parallel damped EP rather
 than GPy's sequential sweeps (the same fixed point); the inputs have no row-index
 column (notes Part B9). Predictions for "Ours" use the converged VI posterior at its
@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import datasets, kernels, likelihoods
-from .alternated_ep import alternated_ep
-from .inference import infer
-from .learning import hybrid, joint
-from .model import GP
+from .. import datasets, kernels, likelihoods
+from ..studies.alternated_ep import alternated_ep
+from ..inference import infer
+from ..studies.learning import hybrid, joint
+from ..model import GP
 
 __all__ = ["li2023", "PAPER_TABLE1", "format_table"]
 
@@ -83,7 +83,7 @@ def li2023(dataset="breast_cancer", *, folds=5, seeds=10, methods=METHODS, joint
 
     from sklearn.model_selection import KFold
 
-    from .surface_blocks import default_workers
+    from ..studies.surface_blocks import default_workers
     if dataset not in PAPER_TABLE1:
         raise ValueError(f"li2023: no paper row for data set {dataset!r}; "
                          f"available: {sorted(PAPER_TABLE1)}")

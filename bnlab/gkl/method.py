@@ -28,12 +28,12 @@ import numpy as np
 from jax.scipy.linalg import solve_triangular
 
 from .. import cubature as cub
-from ..compiled import CompiledCache
-from ..engine import Trace
-from ..gkl.bound import kl_bound
-from ..gkl.fit import solve
-from ..gkl.prior import make_prior
-from ..gkl.structures import COVARIANCES, make_structure
+from .._runtime.compiled import CompiledCache
+from ..engine.loop import Trace
+from .bound import kl_bound
+from .fit import solve
+from .prior import make_prior
+from .structures import COVARIANCES, make_structure
 from ..model import validate_inputs
 
 __all__ = ["infer_gkl", "GKLResult", "gkl_bound_at_optimum", "COVARIANCES"]

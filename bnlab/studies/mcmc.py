@@ -20,7 +20,7 @@ keeps the current state, which preserves detailed balance because the shrinkage 
 is reversible step by step) and so that it vmaps over chains and grid points.
 
 The final AIS states, weighted by their normalised weights, are posterior samples of f.
-Results are cached on disk (``bnlab.cache``) keyed by data, model, θ and settings.
+Results are cached on disk (``bnlab._runtime.disk_cache``) keyed by data, model, θ and settings.
 """
 from __future__ import annotations
 
@@ -32,9 +32,10 @@ import numpy as np
 from jax.scipy.linalg import cho_solve
 from jax.scipy.special import logsumexp
 
-from . import cache, cubature
-from .compiled import CompiledCache
-from .models import full
+from .. import cubature
+from .._runtime import disk_cache as cache
+from .._runtime.compiled import CompiledCache
+from ..posterior import full
 
 __all__ = ["AISResult", "ais", "ais_grid", "ess_step", "predictive_samples"]
 
@@ -198,7 +199,7 @@ def exact_model(model, params_list):
     covariance) and a sparse GP approximates that full GP, so both are sampled as
     ``bnlab.GP`` with the same kernels and likelihood (inducing inputs dropped); the
     gold standard of a sparse surface is then the exact model's evidence."""
-    from .model import GP
+    from ..model import GP
     if getattr(model, "structure", None) == "full":
         return model, params_list
     if not hasattr(model, "kernels"):
@@ -216,7 +217,7 @@ def ais_grid(model, X, y, params_list, *, X_test=None, y_test=None, num_temps=10
     [, samples, log_weights]), cancelled)."""
     _validate(num_temps, num_chains, steps_per_temp, max_shrinks)
     model, params_list = exact_model(model, params_list)
-    from .inference import prepare_data
+    from ..inference import prepare_data
     X, y = prepare_data(model, X, y)
     if X.shape[0] * model.num_latents > MAX_POINTS:
         raise ValueError(f"AIS works with the dense prior covariance of every training "

@@ -34,7 +34,7 @@ import jax.numpy as jnp
 from jax.scipy.linalg import cho_solve, solve_triangular
 
 from ..sites import Marginals, Sites
-from .dense_linalg import (column_sums, lower_gram, lower_solve_lower,
+from ..linalg.dense import (column_sums, lower_gram, lower_solve_lower,
                            lower_triangular_inverse, signed_cholesky_and_inverse,
                            symmetric_cholesky)
 

@@ -4,7 +4,7 @@ With prior covariance K and site precisions Λ̄ the posterior covariance is
 C = (K⁻¹ + Λ̄)⁻¹ (Wilkinson et al. 2023, eq. 10; Rasmussen & Williams 2006, eq. 3.41
 for diagonal W). The marginals that the engine keeps are only the diagonal blocks of
 C; the cross-covariance C_ij needs the whole factorisation. We use the factorisations
-of ``bnlab.models.full`` that its marginals use, so that the ellipses agree with the
+of ``bnlab.posterior.full`` that its marginals use, so that the ellipses agree with the
 bands to round-off (both valid for any sign of Λ̄):
 
 * one latent, the signed W½ form: M = Σ + GKG = LΣLᵀ (sorted order), C = K − VᵀΣV

@@ -37,8 +37,8 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import cho_solve, solve_triangular
 
-from .likelihoods import Gaussian
-from .models.sparse import JITTER
+from ..likelihoods import Gaussian
+from ..posterior.sparse import JITTER
 
 __all__ = ["BOUND_KINDS", "SMALL_ALPHA", "collapsed_bound", "optimal_q_u", "predict",
            "RegressionTerms", "regression_terms"]

@@ -26,7 +26,7 @@ mistaken for convergence. Off, ρ_k = ρ throughout and the iteration is the pap
 fixed-step one.
 With ``Settings.accelerate`` (for CVI and 'ep_like' under the step control, for EP and
 Power EP, and for damped Laplace; ``registry.ACCELERATED``) the proposal is the
-Anderson-mixed iterate of the last few accepted steps (``bnlab.anderson``): a mixed step
+Anderson-mixed iterate of the last few accepted steps (``bnlab.engine.anderson``): a mixed step
 that lowers the ELBO (CVI), whose plain residual grows (EP, PEP, Laplace), or that
 leaves the posterior or an energy's cavity not PD, is rejected without halving ρ — it
 only clears the history, the next step is a plain one, and the run does not diverge on
@@ -56,16 +56,17 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
-from . import anderson, cubature
-from .compiled import CompiledCache
+from .. import cubature
+from . import anderson
+from .._runtime.compiled import CompiledCache
 from .energies import energy as compute_energy
 from .energies import energy_and_derivatives
-from .methods.base import LocalInput
-from .methods.registry import ACCELERATED, NONNEGATIVE_SITES_IF_LOG_CONCAVE, build_method
-from .models import structure_module
-from .sites import (Marginals, Sites, damped_update, init_sites, max_relative_change,
+from ..methods.base import LocalInput
+from ..methods.registry import ACCELERATED, NONNEGATIVE_SITES_IF_LOG_CONCAVE, build_method
+from ..posterior import structure_module
+from ..sites import (Marginals, Sites, damped_update, init_sites, max_relative_change,
                     min_eigenvalue)
-from .small_blocks import inv_small
+from ..linalg.small_blocks import inv_small
 
 __all__ = ["Settings", "State", "StepInfo", "Trace", "Engine", "get_engine", "trace_length"]
 

@@ -15,7 +15,7 @@ and the model predicts from that regression at the optimiser's last θ (nothing 
 EP at the end). Reproducing the paper's EP column needs exactly this (breast cancer:
 −0.141 ± 0.018 against its −0.140 ± 0.020; EP re-converged at every θ gives −0.076),
 and its Table 7 ("EP (new init.)", App. D.4) starts the same procedure from the hybrid
-method's θ. ``bnlab.learning.joint(method="ep")`` is EP learning with the sites
+method's θ. ``bnlab.studies.learning.joint(method="ep")`` is EP learning with the sites
 re-converged at every θ; both are offered.
 
 Σᵢ log Z̃ᵢ is taken as the EP energy at the first θ minus the Gaussian term there, so L
@@ -31,9 +31,9 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 from scipy.optimize import minimize
 
-from .compiled import CompiledCache
-from .engine import Settings, get_engine
-from .inference import InferenceResult, infer, prepare_data
+from .._runtime.compiled import CompiledCache
+from ..engine.loop import Settings, get_engine
+from ..inference import InferenceResult, infer, prepare_data
 from .learning import LearningResult, learnable, result_from_history
 
 __all__ = ["alternated_ep", "frozen_site_gaussian_term"]

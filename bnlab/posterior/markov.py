@@ -3,7 +3,7 @@ pseudo-observations (Wilkinson et al. 2023, §8.3, Alg. 3 as corrected in
 notes/bayes-newton.md §4, eqs. 68–71), O(S³N) in time and memory.
 
 Prior: the state f̄_n (S = Σ_d s_d, independent latent SDEs stacked block-diagonally,
-``bnlab.statespace``) at the *sorted* inputs follows f̄_n = A_n f̄_{n−1} + q_n,
+``bnlab.posterior.statespace``) at the *sorted* inputs follows f̄_n = A_n f̄_{n−1} + q_n,
 q_n ~ N(0, Q_n), f̄_1 ~ N(0, P∞), and f_n = H̄ f̄_n. Sites t_n(f) = exp(ν̄ᵀf − ½fᵀΛ̄f).
 
 **Information-form site update.** Λ̄ may be singular or indefinite, so C̄ = Λ̄⁻¹ is never
@@ -41,9 +41,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ..small_blocks import inv_small, sym
+from ..linalg.small_blocks import inv_small, sym
 from ..sites import Marginals, Sites
-from ..statespace import kernel_sde, stack, transitions
+from .statespace import kernel_sde, stack, transitions
 
 __all__ = ["MarkovPrior", "prepare", "marginals", "predict"]
 

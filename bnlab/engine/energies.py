@@ -31,11 +31,11 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .methods.base import LocalInput
-from .methods.power_ep import cavity, log_tilted_normaliser, tilted_derivatives
-from .methods.variational import expected_log_lik_derivatives
-from .sites import Marginals, Sites
-from .small_blocks import inv_small, logdet_small
+from ..methods.base import LocalInput
+from ..methods.power_ep import cavity, log_tilted_normaliser, tilted_derivatives
+from ..methods.variational import expected_log_lik_derivatives
+from ..sites import Marginals, Sites
+from ..linalg.small_blocks import inv_small, logdet_small
 
 __all__ = ["laplace_energy", "variational_energy", "variational_energy_and_derivatives",
            "power_ep_energy", "power_ep_energy_and_derivatives", "energy",

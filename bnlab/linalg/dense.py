@@ -182,7 +182,7 @@ def signed_cholesky_and_inverse(M, sign, leaf: int | None = None):
     """(L, L⁻¹) for lower-triangular L with M = L diag(σ) Lᵀ, for symmetric (N, N) M
     whose leading principal submatrices M₁:ₖ,₁:ₖ all have the inertia of σ₁:ₖ (``sign``,
     entries ±1, sorted +1 first). No pivoting is needed under that condition, and it
-    is exactly what the full-GP marginals guarantee (``bnlab.models.full._signed_system``).
+    is exactly what the full-GP marginals guarantee (``bnlab.posterior.full._signed_system``).
     A leading block that breaks it makes a leaf's Cholesky fail: L and L⁻¹ have NaNs.
 
     Block recursion, as for a Cholesky factor: with M₁₁ = L₁₁ Σ₁ L₁₁ᵀ,

@@ -21,7 +21,7 @@ warm run diverges is re-run cold. With ``warm_start=False`` every point is exact
 
 The VI and EP-like surfaces share one run: 'ep_like' is the VI site iteration scored
 by the EP energy (Li et al. 2023, eq. 11), so both energies are read off the same
-converged sites. 'mcmc' is annealed importance sampling (``bnlab.mcmc``).
+converged sites. 'mcmc' is annealed importance sampling (``bnlab.studies.mcmc``).
 """
 from __future__ import annotations
 
@@ -33,12 +33,12 @@ import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 
-from .compiled import CompiledCache
-from .energies import energy as compute_energy
-from .engine import Settings, get_engine, trace_length
-from .inference import prepare_data, validate_settings
-from .methods.registry import check_method_name
-from .sites import Sites, init_sites
+from .._runtime.compiled import CompiledCache
+from ..engine.energies import energy as compute_energy
+from ..engine.loop import Settings, get_engine, trace_length
+from ..inference import prepare_data, validate_settings
+from ..methods.registry import check_method_name
+from ..sites import Sites, init_sites
 from .surface_blocks import default_workers, for_runs, padded, plan_blocks, run_blocks
 
 __all__ = ["surface", "grid_axes", "point_params", "KERNEL_AXES", "LIKELIHOOD_AXES"]
@@ -57,7 +57,7 @@ def grid_axes(model, grid) -> list[tuple[str, np.ndarray]]:
         raise ValueError(f"grid must have exactly two axes, got {len(grid)}: {list(grid)}")
     kernels = model.init_params()["kernel"]
     known = {k for kp in kernels for k in kp}
-    if len(kernels) > 1:          # one latent's kernel: the names ``bnlab.learning`` uses
+    if len(kernels) > 1:          # one latent's kernel: the names ``bnlab.studies.learning`` uses
         known |= {f"{k}_{i}" for i, kp in enumerate(kernels) for k in kp}
     known |= set(model.likelihood.init_params()) | set(SETTING_AXES)
     axes = []
@@ -230,7 +230,7 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
     ``damping`` and ``max_iters`` may also be {method: value} dicts (parallel EP at
     large signal variances needs stronger damping than VI).
     ``method_options``: {method: {option: value}} (e.g. G-KL covariance structure);
-    ``mcmc_options``: keyword arguments of ``bnlab.mcmc.ais`` (temperatures, chains, seed).
+    ``mcmc_options``: keyword arguments of ``bnlab.studies.mcmc.ais`` (temperatures, chains, seed).
     ``chunk_size``: grid points per compiled block (default: one grid row);
     ``workers``: threads solving independent blocks at once (default: one per core).
     ``progress(fraction)`` is called after every chunk; ``cancel`` (a threading.Event
@@ -374,12 +374,12 @@ def _run_site_blocks(site_runs, blocks, warm_start, results, cancel, report, wor
 
 def _run_gkl(model, X, y, Xs, ys, base, names, thetas, results, cancel, report, options,
              _mcmc, max_iters, tol, cubature):
-    """G-KL optimises (m, C) directly (``bnlab.methods.gkl``). Without a test set the
+    """G-KL optimises (m, C) directly (``bnlab.gkl.method``). Without a test set the
     bound comes from its pure ``gkl_bound_at_optimum`` under ``lax.map`` (one grid row
     per call); with a test set the predictive needs the optimised q, so each point is a
     ``bnlab.infer(method="gkl")`` call in a loop (compiled once)."""
-    from .inference import infer
-    from .methods.gkl import gkl_bound_at_optimum
+    from ..inference import infer
+    from ..gkl.method import gkl_bound_at_optimum
     r = results["gkl"]
     opts = {k: v for k, v in options.items() if k in ("covariance", "band", "rank")}
     if Xs is None and set(options) <= {"covariance", "band", "rank"}:

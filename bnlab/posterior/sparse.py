@@ -16,7 +16,7 @@ B is positive definite exactly when q(u) is, so a failed Cholesky is the PSD
 diagnostic (sites of either sign are allowed). Cost O(N M² D²) per update.
 
 With these marginals the engine's energies are the sparse energies (see
-``bnlab.energies``): VFE is the SVGP bound (Hensman et al. 2015), the PEP energy is
+``bnlab.engine.energies``): VFE is the SVGP bound (Hensman et al. 2015), the PEP energy is
 Bui et al. (2017) eq. 8, and the Laplace energy is the Laplace approximation of
 log ∫ p(u) Π p(y_n | W_n u) du with point estimates f_n = W_n m_u (eq. 67's
 "point estimates").
@@ -65,7 +65,7 @@ def prepare(model, params, X) -> SparsePrior:
         raise ValueError(
             f"the site methods use q(f|u) = p(f|u) (posterior='svgp'); posterior="
             f"{model.posterior!r} is a Gaussian-regression objective: use "
-            "bnlab.sparse_bounds.collapsed_bound or bnlab.sparse_training.fit_minibatch")
+            "bnlab.sparse.bounds.collapsed_bound or bnlab.sparse.training.fit_minibatch")
     return projection(model, params, X)
 
 

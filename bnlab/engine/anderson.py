@@ -34,11 +34,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-__all__ = ["DEPTH", "History", "empty", "extrapolate", "push", "clear", "relative_norm"]
+__all__ = ["History", "empty", "extrapolate", "push", "clear", "relative_norm"]
 
-#: Number of secant pairs kept unless a method asks for more (``registry.Mixing.depth``:
-#: for EP and Laplace 3, 8, 10 or 20 were no better).
-DEPTH = 5
 #: Directions of ΔF with singular values below this fraction of the largest are dropped.
 RCOND = 1e-7
 

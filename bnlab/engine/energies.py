@@ -32,8 +32,8 @@ import jax
 import jax.numpy as jnp
 
 from ..methods.base import LocalInput
-from ..methods.power_ep import cavity, log_tilted_normaliser, tilted_derivatives
-from ..methods.variational import expected_log_lik_derivatives
+from ..methods.targets import (cavity, expected_log_lik_derivatives, log_tilted_normaliser,
+                               tilted_derivatives)
 from ..sites import Marginals, Sites
 from ..linalg.small_blocks import inv_small, logdet_small
 

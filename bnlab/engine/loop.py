@@ -63,7 +63,7 @@ from .energies import energy as compute_energy
 from .energies import energy_and_derivatives
 from ..methods.base import LocalInput
 from ..methods.registry import ACCELERATED, NONNEGATIVE_SITES_IF_LOG_CONCAVE, build_method
-from ..posterior import structure_module
+from ..posterior import global_update
 from ..sites import (Marginals, Sites, damped_update, init_sites, max_relative_change,
                     min_eigenvalue)
 from ..linalg.small_blocks import inv_small
@@ -144,19 +144,19 @@ class Engine:
         self.lik = model.likelihood
         self.rule = cubature.make_rule(rule_spec[0], rule_spec[1], model.num_latents)
         self.method = build_method(method_name, self.lik, self.rule, **dict(options))
-        self.structure = structure_module(model)
+        self.structure = global_update(model)
         self._marginals = self.structure.marginals
         nonnegative = (self.lik.log_concave and model.num_latents == 1
                        and method_name in NONNEGATIVE_SITES_IF_LOG_CONCAVE)
         self.nonnegative_sites = nonnegative
         self.accelerated = ACCELERATED.get(method_name)   # None, or a registry.Mixing
-        if nonnegative and hasattr(self.structure, "marginals_nonnegative"):
+        if nonnegative and self.structure.marginals_nonnegative is not None:
             self._marginals = self.structure.marginals_nonnegative
         # what each iteration needs: mean-only methods skip the marginal variances
         # (the returned state of ``run`` has them, computed once at the end)
         self._step_marginals = self._marginals
         self.mean_only = (not self.method.uses_covariance
-                          and hasattr(self.structure, "marginals_mean_only"))
+                          and self.structure.marginals_mean_only is not None)
         if self.mean_only:
             self._step_marginals = (self.structure.marginals_mean_only_nonnegative if nonnegative
                                     else self.structure.marginals_mean_only)

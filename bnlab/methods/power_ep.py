@@ -18,41 +18,11 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from ..sites import min_eigenvalue
-from ..linalg.small_blocks import inv_small, solve_small, sym
+from ..linalg.small_blocks import solve_small, sym
 from .base import LocalInput, LocalUpdate
+from .targets import cavity, tilted_derivatives
 
-__all__ = ["cavity", "log_tilted_normaliser", "tilted_derivatives", "pep_local",
-           "pep_from_derivatives"]
-
-
-def cavity(mean, cov, nat1, prec, alpha):
-    """Cavity precision P\\, natural mean, covariance, mean and a PD flag. Where the
-    cavity is not PD the posterior marginal is substituted (so nothing downstream
-    sees NaN) and ``ok`` is False."""
-    P = inv_small(cov)
-    Pc = sym(P - alpha * prec)
-    hc = P @ mean - alpha * nat1
-    ok = min_eigenvalue(Pc) > 0
-    Pc_safe = jnp.where(ok, Pc, P)
-    Vc = sym(inv_small(Pc_safe))
-    mc = jnp.where(ok, Vc @ hc, mean)
-    return Pc_safe, Vc, mc, ok
-
-
-def log_tilted_normaliser(lik, rule, inp: LocalInput, mc, Vc):
-    """log E_{N(mc, Vc + cond_var)}[p(y_n | f)^α]. EP and the EP energies pass α as the
-    Python number 1.0 (``Engine._alpha``), so a likelihood's closed form for α = 1
-    (probit: R&W eq. 3.82) is chosen at trace time."""
-    return lik.log_expected_power(inp.lik_params, inp.y, mc, Vc + inp.cond_var, inp.alpha, rule)
-
-
-def tilted_derivatives(lik, rule, inp: LocalInput, mc, Vc):
-    """(log Z, g, h) at the cavity mean from one pass over the cubature nodes (under a
-    rule by the Gaussian identities, as BayesNewton's ``moment_match_cubature``:
-    ``Likelihood.log_expected_power_derivatives``)."""
-    return lik.log_expected_power_derivatives(inp.lik_params, inp.y, mc, Vc + inp.cond_var,
-                                              inp.alpha, rule)
+__all__ = ["pep_local", "pep_from_derivatives"]
 
 
 def pep_from_derivatives(g, h, Pc, alpha):

@@ -43,7 +43,7 @@ import jax.numpy as jnp
 from ..linalg.small_blocks import inv_small, sym
 from .base import LocalInput, LocalUpdate
 from .linearisation import pl2_target
-from .power_ep import cavity, tilted_derivatives
+from .targets import cavity, tilted_derivatives
 
 __all__ = ["BFGSState", "bfgs_init", "damped_bfgs", "laplace_qn_local", "vi_qn_local",
            "pl2_qn_local", "pep_qn_local", "B0_SCALE", "PEP_B0_SCALE"]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..engine.anderson import DEPTH
 from .base import Method
 from .linearisation import pl2_gn_local, pl2_local, pl_local
 from .newton import laplace_gn_local, laplace_local, taylor_local
@@ -77,7 +76,8 @@ class Mixing(NamedTuple):
     min_history: int = 1       # secant pairs (accepted steps since the history was last
                                # cleared) needed before a step is mixed
     damped_only: bool = False  # mix only when ρ < 1 (the undamped map is Newton's)
-    depth: int = DEPTH         # secant pairs kept
+    depth: int = 5             # secant pairs kept (for EP and Laplace 3, 8, 10 or 20
+                               # were no better)
 
 
 #: The methods whose steps the engine may Anderson-mix, and how. Guards: "objective" — a

@@ -19,32 +19,9 @@ import jax.numpy as jnp
 from .. import cubature
 from .base import LocalInput, LocalUpdate
 from .newton import gauss_newton_hessian
+from .targets import expected_log_lik, expected_log_lik_derivatives
 
-__all__ = ["expected_log_lik", "expected_log_lik_derivatives", "vi_local", "vi_gn_local"]
-
-
-def expected_log_lik(lik, rule, inp: LocalInput, mean, cov):
-    """L̄(m, C) for the site variable, with f_n = site variable + N(0, cond_var)."""
-    return lik.expected_log_prob(inp.lik_params, inp.y, mean, cov + inp.cond_var, rule)
-
-
-def expected_log_lik_derivatives(lik, rule, lik_params, y, mean, cov):
-    """(L̄, ∇_m L̄, 2∇_C L̄) of L̄(m, C) = E_{N(m, C)}[log p(y|f)] as the cubature
-    computes it, in one reverse pass.
-
-    CVI's site precision is −2∇_C L̄ (the gradient in the mean parameter E[ffᵀ]; Khan &
-    Lin 2017). Wilkinson et al. (2023, eq. 15) write it as −∇²_m L̄, which Price's
-    theorem makes equal for the exact expectation, but not for a cubature: with
-    Gauss–Hermite-20 and a wide q (prior variance e^5–e^10 under a probit likelihood,
-    n = 281) the ∇²_m fixed point sat 0.5–30 nats below the maximum of the ELBO the
-    engine reports (measured against G-KL with the same rule). With the variance
-    derivative CVI is exactly natural-gradient ascent of that ELBO: its fixed point is
-    the ELBO's stationary point, G-KL's full-covariance optimum, at every variance; and
-    for a log-concave likelihood H ≤ 0 still holds under any symmetric rule (g'
-    decreasing makes Σ w_k g'(m + √C x_k) x_k ≤ 0). We follow the variance derivative."""
-    value, (grad_m, grad_C) = jax.value_and_grad(
-        lambda m, C: lik.expected_log_prob(lik_params, y, m, C, rule), argnums=(0, 1))(mean, cov)
-    return value, grad_m, grad_C + grad_C.T
+__all__ = ["vi_local", "vi_gn_local"]
 
 
 def vi_local(lik, rule):

@@ -128,7 +128,7 @@ def _atomic_output(out):
 
 
 def _read_data(path):
-    """The CSV's bytes (parsed by ``datasets.from_csv`` from bytes, never as a path)."""
+    """The CSV file's bytes, so that ``datasets.from_csv`` parses content only."""
     try:
         return Path(path).read_bytes()
     except OSError as exc:

@@ -92,6 +92,18 @@ def test_a_directory_as_output_is_refused_before_any_work(csv, tmp_path, capsys,
     assert f"--out {tmp_path} is a directory" in capsys.readouterr().err
 
 
+def test_an_output_directory_that_takes_no_file_is_refused_before_any_work(csv, tmp_path, capsys,
+                                                                          no_work, monkeypatch):
+    def read_only(*args, **kwargs):            # tests run as root, which chmod does not stop
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr("tempfile.mkstemp", read_only)
+    path, _ = csv
+    out = tmp_path / "s.nc"
+    assert _exit_code(_surface_argv(path, out)) == 2
+    assert f"--out {out}: cannot create a file in {tmp_path} (Permission denied)" in \
+        capsys.readouterr().err
+
+
 def _alias(path, tmp_path, spelling):
     """Another name for the file ``path``."""
     if spelling == "same path":

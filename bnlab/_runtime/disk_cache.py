@@ -2,20 +2,37 @@
 appears instantly.
 
 Key = SHA-256 of a canonical serialisation of everything the result depends on (data
-arrays, model structure, hyperparameters, sampler settings). Values are dicts of numpy
-arrays stored as ``<dir>/<kind>/<key>.npz``, written atomically. The directory is
-``$BNLAB_CACHE_DIR`` or ``~/.cache/bnlab``.
+arrays, model structure, hyperparameters, sampler settings, the producing code's
+version). Values are dicts of numeric numpy arrays stored as ``<dir>/<kind>/<key>.npz``,
+written atomically (a temporary file in the same directory, then ``os.replace``). The
+directory is ``$BNLAB_CACHE_DIR`` or ``~/.cache/bnlab``.
+
+The cache heals rather than fails: every entry carries a SHA-256 of its kind, key and
+arrays (names, dtypes, shapes, bytes), and an entry that cannot be read, lacks that
+checksum, does not match it, or has other fields, shapes or dtypes than the caller
+expects is a miss (with a ``CacheWarning`` naming the file), so it is recomputed and
+replaced. A directory that cannot be written means running without the cache (with a
+warning), never a lost result.
 """
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import tempfile
+import warnings
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["cache_dir", "make_key", "load", "store"]
+__all__ = ["CacheWarning", "cache_dir", "make_key", "load", "store"]
+
+#: the field of an entry holding the SHA-256 of the rest (see ``_checksum``)
+CHECKSUM = "__sha256__"
+
+
+class CacheWarning(UserWarning):
+    """A cache entry was ignored or could not be written; the result is (re)computed."""
 
 
 def cache_dir() -> Path:
@@ -57,26 +74,90 @@ def _path(kind: str, key: str) -> Path:
     return cache_dir() / kind / f"{key}.npz"
 
 
-def load(kind: str, key: str) -> dict | None:
-    """The stored arrays, or None when absent or unreadable."""
-    path = _path(kind, key)
-    if not path.exists():
-        return None
-    try:
-        with np.load(path) as data:
-            return {k: data[k] for k in data.files}
-    except (OSError, ValueError):
-        return None
+def _checksum(kind: str, key: str, arrays: dict) -> str:
+    """SHA-256 over the entry's kind and key (so a file copied under another key fails)
+    and each array's name, dtype, shape and bytes, in name order."""
+    h = hashlib.sha256(f"{kind}\0{key}\0".encode())
+    for name in sorted(arrays):
+        a = np.ascontiguousarray(arrays[name])
+        h.update(f"{name}\0{a.dtype.str}\0{a.shape}\0".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
 
 
-def store(kind: str, key: str, arrays: dict) -> None:
+def _decode(raw: bytes, kind: str, key: str, expect) -> dict:
+    """The arrays of an entry's bytes; ValueError saying what is wrong with them."""
+    data = np.load(io.BytesIO(raw), allow_pickle=False)
+    if not isinstance(data, np.lib.npyio.NpzFile):
+        raise ValueError("not an .npz archive")
+    with data:
+        arrays = {name: data[name] for name in data.files}
+    stored = arrays.pop(CHECKSUM, None)
+    if stored is None:
+        raise ValueError("no checksum")
+    if str(stored) != _checksum(kind, key, arrays):
+        raise ValueError("checksum mismatch: the contents were altered")
+    if expect is not None:
+        if set(arrays) != set(expect):
+            raise ValueError(f"fields {sorted(arrays)}, expected {sorted(expect)}")
+        for name, (shape, dtype) in expect.items():
+            a = arrays[name]
+            if a.shape != tuple(shape) or a.dtype.kind != np.dtype(dtype).kind:
+                raise ValueError(f"field {name!r} is {a.dtype}{list(a.shape)}, expected "
+                                 f"{np.dtype(dtype)}{list(shape)}")
+    return arrays
+
+
+def load(kind: str, key: str, expect: dict | None = None) -> dict | None:
+    """The stored arrays, or None on a miss. ``expect`` ({name: (shape, dtype)}, dtype
+    compared by kind: float, int…) is the exact layout the caller will use; an entry
+    that is unreadable, fails its checksum or differs from ``expect`` is a miss too,
+    with a ``CacheWarning`` naming the file (the caller's ``store`` then replaces it)."""
     path = _path(kind, key)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
     try:
+        raw = path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        return _ignored(path, f"unreadable: {exc}")
+    try:
+        return _decode(raw, kind, key, expect)
+    except Exception as exc:  # noqa: BLE001 — the bytes are untrusted; any failure to
+        # parse them (BadZipFile, EOFError, zlib.error, ValueError…) is a miss
+        return _ignored(path, f"{type(exc).__name__}: {exc}")
+
+
+def _ignored(path, reason):
+    warnings.warn(f"bnlab cache: ignoring the damaged entry {path} ({reason}); "
+                  f"recomputing it", CacheWarning, stacklevel=3)
+    return None
+
+
+def store(kind: str, key: str, arrays: dict) -> bool:
+    """Write ``arrays`` (numeric) with their checksum, atomically. Returns whether the
+    entry was written; a directory that cannot be written gives a ``CacheWarning``
+    instead of an error, so the computed result is still returned to the caller."""
+    arrays = {name: np.asarray(v) for name, v in arrays.items()}
+    for name, a in arrays.items():
+        if name == CHECKSUM or a.dtype.kind not in "biufc":
+            raise TypeError(f"cannot cache field {name!r} of dtype {a.dtype}")
+    arrays[CHECKSUM] = np.asarray(_checksum(kind, key, arrays))
+    path = _path(kind, key)
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key[:16]}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **{k: np.asarray(v) for k, v in arrays.items()})
+            np.savez(fh, **arrays)
         os.replace(tmp, path)
+        return True
+    except OSError as exc:
+        # the directory and the reason only, so a grid of points warns once (the
+        # default warning filter shows one message per text and place)
+        warnings.warn(f"bnlab cache: cannot write to {path.parent} ({exc.strerror or exc}); "
+                      f"running without the disk cache (set BNLAB_CACHE_DIR to a writable "
+                      f"directory)", CacheWarning, stacklevel=2)
+        return False
     finally:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.remove(tmp)

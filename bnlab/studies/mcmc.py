@@ -20,7 +20,8 @@ keeps the current state, which preserves detailed balance because the shrinkage 
 is reversible step by step) and so that it vmaps over chains and grid points.
 
 The final AIS states, weighted by their normalised weights, are posterior samples of f.
-Results are cached on disk (``bnlab._runtime.disk_cache``) keyed by data, model, θ and settings.
+Results are cached on disk (``bnlab._runtime.disk_cache``) keyed by data, model, θ, settings and
+``AIS_VERSION``.
 """
 from __future__ import annotations
 
@@ -40,6 +41,10 @@ from ..posterior import full
 __all__ = ["AISResult", "ais", "ais_grid", "ess_step", "predictive_samples"]
 
 TWO_PI = 2.0 * np.pi
+
+#: part of every cache key: raise it whenever the sampler's output for the same inputs
+#: changes, so that entries written by the old sampler are never served
+AIS_VERSION = 1
 
 
 class AISResult(NamedTuple):
@@ -233,11 +238,14 @@ def ais_grid(model, X, y, params_list, *, X_test=None, y_test=None, num_temps=10
     out["num_temps"] = np.full(P, settings[0])
     samples = [None] * P
     base = [np.asarray(X), np.asarray(y), repr(model.structure_key()), list(settings), seed,
-            [np.asarray(Xs), np.asarray(ys)] if with_test else None]
+            [np.asarray(Xs), np.asarray(ys)] if with_test else None, AIS_VERSION]
     keys = [cache.make_key(base, jax.tree_util.tree_map(np.asarray, p)) for p in params_list]
+    C, n = settings[1], X.shape[0] * model.num_latents
+    layout = {**{f: ((), float) for f in fields}, "log_weights": ((C,), float),
+              "samples": ((C, n), float)}
     todo = []
     for i, k in enumerate(keys):
-        hit = cache.load("ais", k) if use_cache else None
+        hit = cache.load("ais", k, expect=layout) if use_cache else None
         if hit is None:
             todo.append(i)
             continue

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import bnlab
-from bnlab import mcmc
+from bnlab.studies import mcmc
 from bnlab._runtime import disk_cache as cache
 
 SETTINGS = dict(num_temps=20, num_chains=4)

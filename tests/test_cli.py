@@ -71,7 +71,7 @@ def no_work(monkeypatch):
         pytest.fail("the command started work before refusing its arguments")
     monkeypatch.setattr(bnlab.datasets, "from_csv", refuse)
     monkeypatch.setattr(bnlab, "surface", refuse)
-    monkeypatch.setattr("bnlab.reproduce.li2023", refuse)
+    monkeypatch.setattr("bnlab.papers.li2023.li2023", refuse)
 
 
 def _surface_argv(data, out, *extra):

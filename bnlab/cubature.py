@@ -2,9 +2,9 @@
 
 A rule is a set of unit sigma points x_i (P, D) and weights w_i (P,) with Σ w_i = 1
 for the standard normal; the points for N(m, C) are f_i = m + L x_i with L = chol(C)
-(Wilkinson et al. 2023, §5). Derivatives with respect to m (and C) are taken by
-automatic differentiation *through* the rule, so they are the exact derivatives of
-the cubature approximation (notes/bayes-newton.md §8 item 8) — except Power EP's
+(the rules of Wilkinson et al. 2023, §8.4). Derivatives with respect to m (and C) are
+taken by automatic differentiation *through* the rule, so they are the exact derivatives of
+the cubature approximation (as in the BayesNewton code) — except Power EP's
 derivatives of log E[p^α] in the mean, which are the rule applied to the exact
 derivatives (the Gaussian identities; ``log_expectation_exp_derivatives``).
 
@@ -128,8 +128,7 @@ def _top_node(rule: Rule, f, u):
     """The node f_i of largest uᵀf_i. In one dimension f_i = m + √v x_i, so it is the
     rule's largest or smallest point by the sign of u, indices known at trace time (the
     rules are built from NumPy): an argmax over the nodes is a reduction that XLA:CPU
-    runs as a fusion of its own, 3–4 µs per Power EP pass over 200 sites × 20 nodes
-    (sixteenth session)."""
+    runs as a separate fusion."""
     if f.shape[-1] == 1:
         x = np.asarray(rule.points)[:, 0]
         return jnp.where(u[0] >= 0, f[int(np.argmax(x))], f[int(np.argmin(x))])
@@ -143,9 +142,8 @@ def log_expectation_exp(logg, rule: Rule, mean, cov, increasing=None, bound=None
     (a Bernoulli likelihood's α log p(y|f) increases with y f). Then max_i logg(f_i) is
     logg at the node of largest uᵀf_i, one more evaluation, and the sum is shifted by it
     plus the largest log weight, c, instead of by the maximum of the summands, which
-    XLA:CPU computes in a loop of its own that evaluates logg at every node a second time
-    (200 sites × 20 probit nodes in a compiled loop: 92 against 49 µs, log Φ alone 36;
-    tenth session). Every summand is then ≤ 1 and the top node's is ≥ w_min/w_max (e⁻⁴⁵
+    XLA:CPU computes in a loop of its own that evaluates logg at every node a second
+    time. Every summand is then ≤ 1 and the top node's is ≥ w_min/w_max (e⁻⁴⁵
     for Gauss–Hermite-20), so nothing overflows and the sum cannot underflow.
 
     ``bound`` (with ``increasing``): an upper bound of logg, cheaper to evaluate, taken at
@@ -154,15 +152,13 @@ def log_expectation_exp(logg, rule: Rule, mean, cov, increasing=None, bound=None
     e^(−gap)·w_min/w_max for a bound within ``gap`` of logg there: for the probit
     link's α log Φ(z) ≤ −½α min(z, 0)², gap ≤ α(1.84 + log(1 + |z|))
     (``Bernoulli.log_prob_bound``), which saves log Φ's evaluation at the top node, a
-    string of small XLA:CPU fusions: with ``_top_node``, 49.0 → 44.4 µs for a Power EP
-    pass over 200 sites × 20 nodes in a compiled loop, 46.4 → 40.3 for the gradient
-    alone (sixteenth session).
+    string of small XLA:CPU fusions.
 
     Accuracy caveat: a factor that is sharply peaked relative to the Gaussian (a
     Student-t of scale 0.3 under N(−1, 2), Poisson with large counts) needs a high
     order — Gauss–Hermite-20 is off by 0.3 in log Z there, order 200 by 4e-4. Centring
     the rule on a Laplace approximation of the tilted density or a two-component
-    mixture of rules did not fix the heavy-tailed case (measured), so the rule stays
+    mixture of rules did not fix the heavy-tailed case, so the rule stays
     plain and the order is the caller's choice.
     """
     terms, c = _shifted_log_terms(logg, rule, sigma_points(rule, mean, cov), increasing, bound)
@@ -181,15 +177,15 @@ def log_expectation_exp_derivatives(logg, rule: Rule, mean, cov, increasing=None
 
     i.e. the tilted mean shift and covariance change — Power EP's moment matching
     (Wilkinson et al. 2023 App. C), as BayesNewton's ``moment_match_cubature`` computes
-    it (notes/bayes-newton.md §5), here in log-sum-exp weights without its clamp
-    Z ≥ 1e-8. ``increasing`` and ``bound`` as in ``log_expectation_exp``.
+    it, here in log-sum-exp weights without its clamp Z ≥ 1e-8. ``increasing`` and
+    ``bound`` as in ``log_expectation_exp``.
 
     Why not autodiff through the rule (the module default): that needs ∇ and ∇² of logg
     at every node (for probit the Mills ratio φ/Φ, an exp and a division more, and XLA
-    evaluates erfc in three fusions), 127–136 against 66–92 µs for 200 probit sites × 20
-    nodes; and it is the derivative of the rule's sum, which is the less accurate of the
-    two: against Gauss–Hermite-150, g and h of Power EP (α = 0.5, v ∈ [0.1, 3]) are off
-    by 1.2e-6 and 3.6e-6 through the rule, 2.6e-7 and 3.3e-7 here; under a wide
+    evaluates erfc in three fusions); and it is the derivative of the rule's sum, which
+    is the less accurate of the two: against Gauss–Hermite-150, g and h of Power EP
+    (α = 0.5, v ∈ [0.1, 3]) are off by 1.2e-6 and 3.6e-6 through the rule, 2.6e-7 and
+    3.3e-7 here; under a wide
     Gaussian, where the nodes straddle the link's bend, the rule's sum is nearly flat
     between nodes and its derivative misses the bend altogether. Neither is the exact
     derivative of the energy the rule evaluates (the site update stands ∂/∂v in for

@@ -1,4 +1,5 @@
-"""``bnlab.infer``: the public entry point (DESIGN.md, "Public contract")."""
+"""``bnlab.infer``: the public entry point — a model, data and a method name in, one
+result (posterior marginals, energy, per-iteration trace) out."""
 from __future__ import annotations
 
 import jax.numpy as jnp
@@ -113,8 +114,8 @@ def infer(model, X, y, method="vi", *, alpha=1.0, damping=0.5, max_iters=200, to
     ``acceleration``: mix the site updates by Anderson acceleration
     (``bnlab.engine.anderson``) for 'vi' and 'ep_like' (with ``backtracking`` on: the ELBO
     guards a mixed step), 'ep', 'pep' and, when damped (ρ < 1), 'laplace' (a residual
-    test guards it; ``methods.registry.ACCELERATED``): the same fixed point in 2–12×
-    fewer iterations; False gives the papers' path.
+    test guards it; ``methods.registry.ACCELERATED``): the same fixed point in fewer
+    iterations; False gives the papers' path.
     ``params`` overrides the model's hyperparameters (a dict like
     ``model.init_params()``); ``cubature`` is (rule, order) for the expectations;
     ``options`` are method options (``base`` for 'heuristic', ``qn_damping`` ξ,

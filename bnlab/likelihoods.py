@@ -243,8 +243,9 @@ class Bernoulli(Likelihood):
         """``expectations``: how E[log p] and log E[p^α] under a Gaussian are computed —
         "cubature" (the caller's rule; Gauss–Hermite misses the bend of the link when
         the Gaussian is wide: 20 nodes are off by 0.09–9 nats in E[log Φ] at √v = 150)
-        or "panels" (``cubature.panel_expectation``, ~1e-9 relative at any width, 5–7×
-        the cost per site: for surfaces reaching large σ², where VI's ELBO is biased)."""
+        or "panels" (``cubature.panel_expectation``, ~1e-9 relative at any width, several
+        times the cost per site: for surfaces reaching large σ², where VI's ELBO is
+        biased)."""
         if link not in ("probit", "logit"):
             raise ValueError(f"Bernoulli: link must be 'probit' or 'logit', got {link!r}")
         if expectations not in ("cubature", "panels"):
@@ -305,8 +306,7 @@ class Bernoulli(Likelihood):
     def expected_log_prob_mean_gradient(self, params, y, mean, cov, rule):
         """Probit under the caller's rule: Σ w_i y φ(y f_i)/Φ(y f_i), the same derivative
         of the rule's sum as autodiff's, by ``special.inverse_mills_ratio`` (an erfc and an
-        exp per node; autodiff also evaluates log Φ's log: 62 against 43 µs at
-        200 sites × 20 nodes)."""
+        exp per node; autodiff also evaluates log Φ's log)."""
         if self.link != "probit" or self.expectations != "cubature":
             return super().expected_log_prob_mean_gradient(params, y, mean, cov, rule)
         return cubature.expectation(lambda f: y * inverse_mills_ratio(y * f), rule, mean, cov)

@@ -10,7 +10,7 @@ natural mean ν̄ = λ̄⁽¹⁾ and the *precision* Λ̄ = −2 λ̄⁽²⁾ (n
   where m is the posterior mean (the cavity mean for Power EP);
 - negative site precisions are legitimate (EP, Newton on non-log-concave
   likelihoods); only a non-PSD *posterior* or *cavity* is a failure, and it is
-  recorded, never hidden (notes/bayes-newton.md §8 item 4).
+  recorded, never hidden (Wilkinson et al. 2023, §4.5).
 
 Sites are initialised flat-ish: ν̄ = 0, Λ̄ = 0.01·I (BayesNewton's C̄ = 100 I).
 """

@@ -1,11 +1,11 @@
 """log Φ(x), the probit link's log-likelihood, cheaper and more accurate than
 ``jax.scipy.special.log_ndtr``.
 
-Every probit cubature pass evaluates log Φ at N × (order) nodes, and at n = 200 with
-20 nodes that pass costs about as much as the n × n Cholesky of the global update
-(benchmarks/README.md). JAX's ``log_ndtr`` evaluates Φ through both ``erf`` and
-``erfc`` and an asymptotic series in every lane (≈ 45 ns per value on XLA:CPU, relative
-error up to 2e-11 near x = −20, its first derivative 4e-9). Here one ``erfc`` serves
+Every probit cubature pass evaluates log Φ at N × (order) nodes, so at a few hundred
+sites that pass weighs as much as the N × N Cholesky of the global update. JAX's
+``log_ndtr`` evaluates Φ through both ``erf`` and ``erfc`` and an asymptotic series in
+every lane (relative error up to 2e-11 near x = −20, its first derivative 4e-9).
+Here one ``erfc`` serves
 both signs, and one ``log`` serves all three branches (every lane of a vectorised
 ``where`` evaluates every branch, and a log costs twice an erfc on XLA:CPU):
 
@@ -16,10 +16,6 @@ both signs, and one ``log`` serves all three branches (every lane of a vectorise
 - x < −30:      the asymptotic series (Abramowitz & Stegun 26.2.12)
   log Φ(x) = −x²/2 − ½ log 2π − log(−x / (1 − u + 3u² − 15u³ + 105u⁴ − 945u⁵)),
   u = 1/x², whose first omitted term is 10395 u⁶ < 2e−14 there.
-
-A value costs ≈ 14 ns (≈ 31 ns with a log per branch, as before the ninth session;
-4000 nodes in a compiled loop, 56–59 against 123–126 µs; value, gradient and Hessian
-85–106 against 150–175 µs).
 
 The derivative is the inverse Mills ratio φ(x)/Φ(x) = exp(−x²/2 − log Φ(x) − ½ log 2π)
 (from the series in the tail), a custom JVP that reuses the value, so a value, gradient

@@ -6,7 +6,7 @@ function that owns it is garbage collected. Linux allows a process 65 530 mappin
 method, likelihood) combinations — the lab's server, or the test suite — would pass that
 limit and die with a segmentation fault inside XLA. So every cache of jitted functions
 in bnlab is a ``CompiledCache``: least-recently-used entries beyond ``maxsize`` are
-dropped (their executables are freed once no session still holds them), and
+dropped (their executables are freed once no user still holds them), and
 ``clear_compiled()`` empties every cache and JAX's own.
 """
 from __future__ import annotations

@@ -2,11 +2,9 @@
 
 XLA:CPU runs its matrix products on its own thread pool, and its LAPACK custom calls
 (the Cholesky, triangular solves) on SciPy's OpenBLAS, whose default is one thread per
-core. Those threads then compete with XLA's: measured on a 2-core machine with nothing
-else running (benchmarks/README.md, tenth session), a CVI iteration inside
-``Engine.run`` took 0.74 / 8.0 / 40 ms at N = 200 / 500 / 1000 with OpenBLAS's default
-and 0.55 / 5.4 / 29 ms with one thread, a pl2 step at N = 1000 62 against 45 ms; on a
-loaded machine a 281 × 281 Cholesky took 211 ms instead of 1.5 ms. So bnlab sets every
+core. Those threads then compete with XLA's for the same cores, which slows every
+iteration and, on a loaded machine, a single Cholesky by two orders of magnitude
+(benchmarks/README.md, "Serving large problems"). So bnlab sets every
 OpenBLAS in the process (SciPy's, and NumPy's, which plain NumPy code in the same
 process shares) to one thread, through ``threadpoolctl`` at import — unless
 ``OPENBLAS_NUM_THREADS`` is set, which is then respected.

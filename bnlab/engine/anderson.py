@@ -3,9 +3,9 @@
 The damped site update is a fixed-point map x ↦ G(x) on the sites' natural parameters
 (Wilkinson et al. 2023, eq. 9). For CVI at a large prior variance its Jacobian has
 eigenvalues both below −1 (which forces ρ down, the step control's halving) and close
-to +1 (a slow mode), so no single damping converges fast: on the benchmark surface's
-probit problem (n = 281, ℓ = e^0.5, σ² = e^7.6) CVI needs ≈ 400 iterations at ρ = 0.25.
-Anderson mixing (Anderson 1965; Walker & Ni 2011, "type II") replaces G(x_k) by
+to +1 (a slow mode), so no single damping converges fast (the benchmark surface's
+probit problem at n = 281, ℓ = e^0.5, σ² = e^7.6 is one such point). Anderson mixing
+(Anderson 1965; Walker & Ni 2011, "type II") replaces G(x_k) by
 
     x_{k+1} = G(x_k) − (ΔX + ΔF) γ,   γ = argmin_γ ‖f_k − ΔF γ‖,
 
@@ -19,9 +19,8 @@ test); for EP, Power EP and Laplace, which ascend nothing the engine evaluates, 
 plain step from the mixed iterate changes the sites less (``relative_norm``) than the
 plain step from the current one — a plain monotone form of the residual safeguard of
 Zhang, O'Donoghue & Boyd (2020). A rejected mixed step clears the history, and the
-next step is a plain one. Measured on that problem: CVI 417 → 88 iterations with ten
-secant pairs, 103 with five (689 → 59 and 64 at ℓ = e^-1, σ² = e^10), EP 34 → 20 with
-five.
+next step is a plain one. The iteration counts with and without it are in
+benchmarks/README.md.
 
 γ is a constant to differentiation (``stop_gradient``): learning's unrolled gradient
 runs the plain iteration, and the eigendecomposition's derivative is undefined at the
@@ -65,8 +64,8 @@ def extrapolate(history: History, x, f):
 
 def _least_squares(A, b):
     """min ‖Aγ − b‖ by the normal equations: A is P × depth, so its Gram matrix is at most
-    10 × 10 and an eigendecomposition of it costs nothing next to the step (an SVD of A
-    was 0.4 Choleskys at n = 200). Eigenvalues below RCOND²·λ_max are dropped (all of them
+    10 × 10 and an eigendecomposition of it costs nothing next to the step (an SVD of
+    the tall A would not). Eigenvalues below RCOND²·λ_max are dropped (all of them
     when A = 0, which gives γ = 0 rather than 0/0)."""
     w, V = jnp.linalg.eigh(A.T @ A)
     keep = (w > RCOND**2 * w[-1]) & (w > 0)

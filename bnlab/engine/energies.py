@@ -14,7 +14,7 @@ covariance C̄ = Λ̄⁻¹ is ever formed (it does not exist when Λ̄ is singul
   At α = 1 with VI sites it is the EP-like objective of Li et al. (2023, eq. 11), and
   it is the energy reported for posterior linearisation (as in BayesNewton).
 
-Sparse GPs (``models/sparse.py``) need no separate code: there m_n, C_nn are the
+Sparse GPs (``posterior/sparse.py``) need no separate code: there m_n, C_nn are the
 moments of the site variable W_n u, cond_var = K_nn − Q_nn is added inside every
 likelihood expectation, and log_norm = log ∫ p(u) Π t_n(W_n u) du. Then ``vfe`` is
 the SVGP bound (Hensman et al. 2015; KL[q(u)‖p(u)] = Σ E_q[log t_n] − log_norm);

@@ -16,8 +16,8 @@ the ELBO is rejected — the state stays, the trace records it with ``accepted =
 — and this and every later proposal use half the step. The step never grows back: near
 the fixed point a step fails because the damped map is unstable there (an eigenvalue
 below −1, a period-doubling), which persists; letting it double again after every
-accepted step made CVI alternate between the two forever (measured: 472 rejections in
-1000 iterations, no convergence, at a probit point of prior variance e^7.6). With a
+accepted step made CVI alternate between the two forever (at a probit point of prior
+variance e^7.6). With a
 fixed ρ, CVI can settle into a two-cycle (a large prior variance with ρ = 0.5 does),
 whose last iterate is neither converged nor the ELBO's optimum; with the control it
 is an ascent method and converges. Convergence is judged on the change an undamped
@@ -30,9 +30,8 @@ Anderson-mixed iterate of the last few accepted steps (``bnlab.engine.anderson``
 that lowers the ELBO (CVI), whose plain residual grows (EP, PEP, Laplace), or that
 leaves the posterior or an energy's cavity not PD, is rejected without halving ρ — it
 only clears the history, the next step is a plain one, and the run does not diverge on
-it. The fixed point is the same. On the surface benchmark's probit grid (n = 281, 441
-points) CVI then converges everywhere in 20 iterations on average (66 without, 79 points
-unconverged after 200), EP in 8.8 (26.5), Laplace in 8.8 (24.2).
+it. The fixed point is the same, reached in fewer iterations (benchmarks/README.md,
+surface.py).
 
 If the new posterior is not positive definite the step is *rejected*: the state stays
 at the last PSD iterate, the iteration is recorded with ``posterior_psd = False`` and
@@ -322,9 +321,8 @@ class Engine:
 
     def step(self, params, X, y, settings, state: State):
         """Jitted ``step_pure``. The prior passes through a step unchanged, and returning
-        it from the compiled call would copy its N×N factors (26 µs at N = 200, 0.13
-        Choleskys; 1.25 ms at N = 1000), so the call leaves it out and it is put back
-        here."""
+        it from the compiled call would copy its N×N factors, so the call leaves it out
+        and it is put back here."""
         out, info = self._step(params, X, y, settings, state)
         return out._replace(prior=state.prior), info
 

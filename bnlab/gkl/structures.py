@@ -1,5 +1,5 @@
 """Covariance parameterisations S = CᵀC of the G-KL approximation q(w) = N(m, S)
-(Challis & Barber 2013, §4 and App. D; notes/gkl-and-hyperlearning.md A5).
+(Challis & Barber 2013, §4 and App. D).
 
 C is upper triangular as in the paper (S = CᵀC, so s_n² = ‖C h_n‖²; the paper's
 ‖Cᵀh_n‖² in §4 is the printed slip, App. A/D have it right). Every structure gives,

@@ -7,8 +7,7 @@ an N×N right-hand side does N³ flops at solve speed. The functions here recurs
 the known zero blocks are never multiplied:
 
 ``lower_triangular_inverse``  [[A, 0], [C, D]]⁻¹ = [[A⁻¹, 0], [−D⁻¹ C A⁻¹, D⁻¹]],
-                              N³/3 flops (at N = 1000: 11 ms against 34 ms for the
-                              solve against I, a Cholesky being 13 ms);
+                              N³/3 flops instead of the N³ of a solve against I;
 ``times_lower``, ``lower_times``
                               AL and LX for lower-triangular L, mN² flops instead of 2mN²;
 ``lower_gram``                LᵀM for lower-triangular L and M = Λ̄L with block-diagonal
@@ -24,7 +23,7 @@ the known zero blocks are never multiplied:
                               one-latent form of the full-GP marginals for site
                               precisions of either sign.
 ``column_sums``               1ᵀM as a matrix–vector product: XLA:CPU fuses ``jnp.sum``
-                              of a matrix product into one YNNPACK kernel 2.3–4× slower
+                              of a matrix product into one YNNPACK kernel much slower
                               than the product alone.
 ``symmetric_cholesky``        the Cholesky factor of a matrix that is symmetric by
                               construction, without the transposing passes that
@@ -51,32 +50,23 @@ def _split(n: int, block: int = 1) -> int:
 def inverse_leaf(n: int) -> int:
     """Leaf size of ``lower_triangular_inverse`` for an N×N factor. Small leaves move
     flops from XLA's triangular solve into products, which pays inside the compiled
-    loop of ``Engine.run``: an iteration there, in Choleskys (benchmarks/README.md),
-    VI 4.7 → 4.0 and EP 3.8 → 3.5 at N = 200 (means of six runs), VI 3.5 → 2.8 and
-    EP 3.3 → 2.9 at N = 500 (four runs; PEP 3.7 → 4.0 in two), with leaves of 32 rows
-    instead of 128; single step calls were unchanged within the noise. At N = 1000
-    leaves of 32 made a VI step call slower (2.9 against 2.2–2.4), so large factors
-    keep ``LEAF``."""
+    loop of ``Engine.run`` up to a few hundred rows; for large factors the extra
+    recursion costs more than it saves, so they keep ``LEAF`` (sizes chosen by
+    measurement, benchmarks/README.md)."""
     return 32 if n <= 600 else LEAF
 
 
 def solve_leaf(n: int) -> int:
-    """Leaf size of ``lower_solve`` and ``lower_solve_lower`` for an N×N factor. The
-    solve of the prior-Cholesky form (``lower_solve_lower`` at N×N) in Choleskys, one
-    call each, alternately (tenth session, on pl2's benchmark sites): leaves of
-    16/32/64/128 rows 2.27/1.83/1.55/1.53 at N = 200, 1.60/1.57/1.25/1.42 at N = 500,
-    1.34/1.40/1.21/1.14 at N = 1000."""
+    """Leaf size of ``lower_solve`` and ``lower_solve_lower`` for an N×N factor: the
+    fastest of 16/32/64/128 rows for the prior-Cholesky form's solve
+    (``lower_solve_lower`` at N×N) on pl2's benchmark sites."""
     return 64 if n <= 600 else LEAF
 
 
 #: Where the products forming an inverse's lower-left block stop skipping zero blocks
-#: (``_inverse_lower_left``). Against the dense products, in compiled loops (fifteenth
-#: session, one process, alternately), products stopping at 32/64/128 rows: Cholesky
-#: and ``lower_triangular_inverse`` −5 to −10 % at N = 200 (32), −5 % at 281 (32),
-#: −1/+6/+14 % at 500, −6/−4/+5 % at 1000; ``signed_cholesky_and_inverse`` at 32,
-#: −2 to −7 % at 200, −4 % at 281, ±1 % at 500, +3 % at 1000 (on pl2-like systems,
-#: a third of the signs negative; where Z = L₁₁⁻¹M₁₂ too skipped zero blocks, +6 % at
-#: 500).
+#: (``_inverse_lower_left``): below 32 rows a skipped zero block saves less than the
+#: extra product calls cost; 32 was the fastest against the dense products at N ≤ 1000
+#: for both ``lower_triangular_inverse`` and ``signed_cholesky_and_inverse``.
 INVERSE_PRODUCT_LEAF = 32
 
 
@@ -171,10 +161,8 @@ def lower_solve_lower(L, R, leaf: int | None = None):
 
 
 def signed_leaf(n: int) -> int:
-    """Leaf size of ``signed_cholesky_and_inverse`` for an N×N matrix. Factor and
-    inverse of a benchmark system (36 % negative sites), one call each, alternately, in
-    Choleskys of the same size (fourteenth session): leaves of 32/64 rows 2.18/2.37 at
-    N = 200, 1.92/1.89 at N = 500, 2.12/1.78 at N = 1000 (128: 1.85)."""
+    """Leaf size of ``signed_cholesky_and_inverse`` for an N×N matrix: the faster of
+    32 and 64 rows for factor and inverse of a benchmark system (36 % negative sites)."""
     return 32 if n <= 600 else 64
 
 
@@ -190,11 +178,9 @@ def signed_cholesky_and_inverse(M, sign, leaf: int | None = None):
     S = M₂₂ − L₂₁ Σ₁ L₂₁ᵀ = M₂₂ − Zᵀ Σ₁ Z factored with σ₂, and
     L⁻¹ = [[L₁₁⁻¹, 0], [−L₂₂⁻¹ L₂₁ L₁₁⁻¹, L₂₂⁻¹]]. The inverse of each leading block
     comes out of the recursion, so Z is a matrix product instead of a triangular solve
-    (XLA:CPU runs the product ≈ 3× faster per flop), and the marginals, which need L⁻¹,
-    do not invert L again: factor and inverse at N = 200 in 2.2–2.3 Choleskys against
-    2.5–2.7 for the factor followed by ``lower_triangular_inverse``, L alone (the
-    unused products pruned) as fast as before (benchmarks/README.md, fourteenth
-    session). Z through the inverse has the forward error of the triangular solve,
+    (XLA:CPU runs a product faster per flop than a triangular solve), and the marginals,
+    which need L⁻¹, do not invert L again; asked for L alone, XLA prunes the unused
+    products. Z through the inverse has the forward error of the triangular solve,
     ε·cond(L₁₁, Z) (Du Croz & Higham 1992), and ‖L₁₁⁻¹‖ ≤ 1 for the positive leading
     block, M₁₁ = I + G₁K₁₁G₁ ≥ I."""
     n = M.shape[0]
@@ -236,12 +222,10 @@ def symmetric_cholesky(M):
     """The lower Cholesky factor of a symmetric M (NaN throughout if M is not positive
     definite, as ``jnp.linalg.cholesky``). ``jnp.linalg.cholesky`` first symmetrises,
     (M + Mᵀ)/2, and LAPACK wants M column-major while XLA builds it row-major: one
-    transposing pass, which XLA:CPU fuses with M's construction at ≈ 1 ns per entry
-    (33 µs at N = 200, a Cholesky there being ≈ 160 µs). For symmetric M, M = Mᵀ and
-    the row-major Mᵀ *is* M column-major, so factoring Mᵀ without symmetrising needs
-    no copy at all. Cholesky and triangular inverse of B = I + s sᵀ ∘ K in a compiled
-    loop (twelfth session): 363 → 333 µs at N = 200, 3.73 → 3.21 ms at
-    N = 500. For M symmetric up to round-off (a kernel matrix from a matrix product need
+    transposing pass over every entry, which XLA:CPU fuses with M's construction. For
+    symmetric M, M = Mᵀ and the row-major Mᵀ *is* M
+    column-major, so factoring Mᵀ without symmetrising needs no copy at all.
+    For M symmetric up to round-off (a kernel matrix from a matrix product need
     not be symmetric to the last bit) LAPACK reads one triangle, here M's upper one, so
     L is the factor of a matrix within round-off of M, as the symmetrised one is."""
     return jax.lax.linalg.cholesky(M.T, symmetrize_input=False)
@@ -250,7 +234,6 @@ def symmetric_cholesky(M):
 def column_sums(M):
     """Σ_i M_ij, as the product 1ᵀM. ``jnp.sum(M, 0)`` where M is (an elementwise
     function of) a matrix product is fused by XLA:CPU with that product into one
-    YNNPACK kernel much slower than the product alone; a matrix–vector product is not
-    (tenth session, N = 1000: ‖(AB)_:j‖² 97 ms against 23.6, the product alone 22.6;
-    Σ(AB ∘ A) 52 against 23.8; at N = 300 1.4 against 0.7)."""
+    YNNPACK kernel much slower than the product alone; a matrix–vector product is
+    not."""
     return jnp.ones(M.shape[0], M.dtype) @ M

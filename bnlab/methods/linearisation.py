@@ -63,7 +63,7 @@ def pl2_local(lik, rule):
 
 def pl2_gn_local(lik, rule):
     """For likelihoods that are not of Gaussian form (discrete ones) Ω is held fixed
-    and log Z dropped, so PL2-GN reduces exactly to PL (notes §8 item 7)."""
+    and log Z dropped, so PL2-GN reduces exactly to PL (Wilkinson et al. 2023, eqs. 45–46)."""
     def local(inp: LocalInput):
         def whitened(m):
             mu, _, Om = slr(lik, rule, inp.lik_params, m, inp.cov + inp.cond_var)

@@ -12,7 +12,8 @@ cavity mean replaces m. With α = 1 this is moment matching (EP); as α → 0, R
 the step equals a VI step (Remark 4).
 
 A cavity that is not positive definite cannot be tilted: that site keeps its old
-value and the iteration is flagged (notes/bayes-newton.md §8 item 3).
+value and the iteration is flagged (P\\ = C_nn⁻¹ − αΛ̄_n is indefinite once αΛ̄_n exceeds
+C_nn⁻¹ along some direction).
 """
 from __future__ import annotations
 

@@ -16,8 +16,8 @@ As in BayesNewton, B itself is damped by ρ and starts at −100·I.
 use the block B_mm. The secant pairs of that joint iteration do not determine B_mm:
 they only probe the joint Hessian along the directions the iteration happens to take,
 and once the steps shrink, B_mm freezes wherever it is — a fixed point whose mean is
-right but whose covariance is not the method's optimum (we measured a 5e-2 ELBO error
-for VQN on Gaussian regression). We instead form the secant *at fixed covariance*,
+right but whose covariance is not the method's optimum (a 5e-2 ELBO error for VQN on
+Gaussian regression). We instead form the secant *at fixed covariance*,
 g = ∇_m L̄(m_k, C_k) − ∇_m L̄(m_{k−1}, C_k) (one extra gradient per site), which
 removes the covariance change from the pair exactly as the paper intends η's
 vec C part to do, and makes B_mm a secant estimate of ∇²_m L̄ itself. Pairs are used
@@ -29,7 +29,7 @@ absolute curvature test (sᵀr < −1e-14) also freezes B once steps get small.
 - ``pl2_qn``:     L̄(m, C) = log N(y | μ(m, C), Ω(m, C)) (eq. 54); H = B.
 - ``pep_qn``:     L̄(m\\, C\\) = (1/α) log E_{q\\}[p^α] at the cavity; R = P\\(αB + P\\)⁻¹,
                   J = R∇L̄, H = R B (eq. 53 with the paper's sign; BayesNewton's code
-                  uses −B, notes §1.14). −RB is PSD only while −P\\ < αB ≤ 0, so this
+                  uses −B with the opposite sign). −RB is PSD only while −P\\ < αB ≤ 0, so this
                   B starts at −0.01·I (the true αh lies in (−P\\, 0) for log-concave
                   likelihoods).
 """

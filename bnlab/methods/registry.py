@@ -1,5 +1,5 @@
-"""Method names → site methods (DESIGN.md's list), with clear errors for the
-combinations that do not exist."""
+"""Method names → site methods (the Bayes–Newton family of Wilkinson et al. 2023,
+Table 1), with clear errors for the combinations that do not exist."""
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -86,22 +86,18 @@ class Mixing(NamedTuple):
 #: exceed the one at the current iterate (EP, Power EP and Laplace, which ascend nothing
 #: the engine evaluates).
 #: Laplace mixes only when damped: its undamped step is Newton's, which converges
-#: quadratically (mixing slowed it, 4.1 → 4.9 iterations per point on the surface
-#: benchmark's grid at ρ = 1), while near the mode the damped step contracts by only
-#: 1 − ρ, the linear rate mixing removes. And it mixes from two secant pairs on: with
-#: one, at large σ² the iteration alternated between a plain step and a rejected mixed
-#: one for tens of iterations. On that grid at ρ = 0.5 (benchmarks/README.md,
-#: "Surfaces"): cold runs 34.1 → 21.2 iterations on average with one pair, 17.9 with
-#: two; warm-started 24.2 → 9.2 and 8.8 (EP and CVI were 2–4 % slower with two).
-#: CVI keeps ten secant pairs: on that grid 21.5 → 19.8 iterations warm-started (at
-#: most 175 → 128), 29.7 → 28.5 cold, against five (twenty: 19.4 and 28.6); EP was no
-#: faster with ten and Laplace slower (8.8 → 10.5 warm).
+#: quadratically (mixing slowed it), while near the mode the damped step contracts by
+#: only 1 − ρ, the linear rate mixing removes. And it mixes from two secant pairs on:
+#: with one, at large σ² the iteration alternated between a plain step and a rejected
+#: mixed one for tens of iterations. CVI keeps ten secant pairs, which took fewer
+#: iterations than five on the surface benchmark's grid; EP and Laplace gained nothing
+#: from ten (benchmarks/README.md, "What did not work").
 #: Not mixed: the Riemannian forms, whose point is that every iterate's site precisions
-#: stay PD (notes §1.17), which a linear extrapolation does not keep (laplace_riemann,
-#: tried: 12 % of that grid then diverged cold); laplace_gn and taylor (tried as Laplace
-#: is mixed: 36.0 → 19.2 iterations cold and 25.9 → 9.3 warm, but 1.1 % of the grid then
-#: diverged cold, where their plain iteration converges everywhere); the QN forms, whose
-#: BFGS state follows the plain path; the PL and heuristic forms (not tried).
+#: stay PD (Wilkinson et al. 2023, eq. 58), which a linear extrapolation does not keep
+#: (laplace_riemann, tried, then diverged on part of that grid); laplace_gn and taylor
+#: (tried as Laplace is mixed: fewer iterations, but part of the grid then diverged
+#: cold, where their plain iteration converges everywhere); the QN forms, whose BFGS
+#: state follows the plain path; the PL and heuristic forms (not tried).
 ACCELERATED = {"vi": Mixing("objective", depth=10), "ep_like": Mixing("objective", depth=10),
                "ep": Mixing("residual"), "pep": Mixing("residual"),
                "laplace": Mixing("residual", min_history=2, damped_only=True)}

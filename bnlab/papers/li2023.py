@@ -12,7 +12,8 @@ Differences from the paper, stated: LA and VI maximise their own energy with Ada
 (``bnlab.studies.learning.joint``, sites re-converged between steps) instead of L-BFGS-B in
 GPy and natural-gradient VEM in GPflow; EP's sites come from parallel damped EP rather
 than GPy's sequential sweeps (the same fixed point); the inputs have no row-index
-column (notes Part B9). Predictions for "Ours" use the converged VI posterior at its
+column (the Bayesian-benchmarks inputs carry one, which the paper's d counts).
+Predictions for "Ours" use the converged VI posterior at its
 learned θ.
 """
 from __future__ import annotations

@@ -12,7 +12,7 @@ N(m, C) with C = (K⁻¹ + Λ̄)⁻¹ and m = C ν̄. K is never inverted. Three
 * **Signed W½ form** (one latent, site precisions of either sign — pl2, and EP or
   Laplace on non-log-concave likelihoods): with g = √|λ|, Σ = diag(sign λ), sites
   sorted positive first, M = Σ + g gᵀ ∘ K = L Σ Lᵀ
-  (``dense_linalg.signed_cholesky_and_inverse``);
+  (``linalg.dense.signed_cholesky_and_inverse``);
   the posterior is PD exactly when M has the inertia of Σ, and then every leading
   block of M does too, so the factorisation exists without pivoting and a failed one
   *is* the PSD diagnostic. K is neither inverted nor factored (``_signed_system``).
@@ -61,7 +61,7 @@ def _factored(L):
     """Whether a Cholesky factor exists: a failed factorisation is NaN throughout (LAPACK
     reports it, jax fills the factor; ``signed_cholesky_and_inverse`` propagates a failed
     leaf into every later block), and a non-finite input reaches the diagonal, so the
-    diagonal tells (the whole N×N check was a 20 µs pass at N = 200)."""
+    diagonal tells, without a pass over the whole N×N factor."""
     return jnp.all(jnp.isfinite(jnp.diag(L)))
 
 
@@ -95,7 +95,7 @@ def _variances_sqrt(K, lam, s, L_inv, signed=None):
     the same with B⁻¹ = L⁻ᵀΣL⁻¹ and λ_n read as |λ_n|.
 
     Since SCS = I − B⁻¹ (signed: Σ − ΣB⁻¹Σ) when every λ_n ≠ 0, C_nn = (1 − [B⁻¹]_nn)/λ_n
-    (signed: (σ_n − [B⁻¹]_nn)/|λ_n|) needs only L⁻¹ (N³/3 flops, see ``dense_linalg``)
+    (signed: (σ_n − [B⁻¹]_nn)/|λ_n|) needs only L⁻¹ (N³/3 flops, see ``bnlab.linalg.dense``)
     instead of the N³ flops of V = L⁻¹SK in C_nn = K_nn − ‖V_:n‖² (R&W Alg. 3.2;
     signed: Σ_k σ_k V_kn²). The short form cancels when |λ_n| C_nn is tiny:
     [B⁻¹]_nn carries an absolute error of about ε‖B‖ ≤ ε(1 + Σ λ_n K_nn), so it is
@@ -111,11 +111,10 @@ def _variances_sqrt(K, lam, s, L_inv, signed=None):
     Elsewhere — zero sites at initialisation, or the few sites with tiny λ_n
     at a large prior variance — C_nn = K_nn − ‖V_:n‖², for those columns only when they
     are at most ``PATCHED_COLUMNS`` (2N² flops each), else for all. V comes from the
-    L⁻¹ at hand as one product, which XLA:CPU runs twice as fast as the triangular
-    solve L⁻¹(SK) (0.65 against 1.31 ms at N = 281). On the benchmark's surface CVI
-    mostly needs 1–7 such columns per step where σ² ≥ e^7 (measured at four points:
-    ≥ 17 in ≤ 7 % of the steps). Under ``vmap`` the ``lax.switch`` evaluates every
-    branch."""
+    L⁻¹ at hand as one product, which XLA:CPU runs faster than the triangular solve
+    L⁻¹(SK). On the benchmark's surface CVI mostly needs a few such columns per step
+    where σ² ≥ e^7, rarely more than ``PATCHED_COLUMNS``. Under ``vmap`` the
+    ``lax.switch`` evaluates every branch."""
     eps = jnp.finfo(K.dtype).eps
     squares = L_inv * L_inv
     if signed is None:
@@ -134,7 +133,7 @@ def _variances_sqrt(K, lam, s, L_inv, signed=None):
 
     def squared_norms(K_columns):        # Σ_k σ_k (L⁻¹ S K_:n)_k² for the given columns
         V = L_inv @ (s[:, None] * K_columns)
-        return column_sums(weights * V * V)   # not jnp.sum: 4× faster at N = 1000
+        return column_sums(weights * V * V)   # not jnp.sum (see column_sums)
 
     def patched():
         idx = jnp.nonzero(inaccurate, size=PATCHED_COLUMNS, fill_value=0)[0]
@@ -151,8 +150,7 @@ def _variances_sqrt(K, lam, s, L_inv, signed=None):
 def _marginals_sqrt(prior: FullPrior, sites: Sites) -> Marginals:
     """The W½ form with variances. L⁻¹, needed for diag B⁻¹ anyway, also gives
     B⁻¹v = L⁻ᵀ(L⁻¹v) for the mean as two matrix–vector products, which XLA:CPU runs
-    ≈ 3× faster than the two triangular solves of ``cho_solve`` (0.14 against 0.46
-    Choleskys at N = 200, benchmarks/README.md)."""
+    faster than the two triangular solves of ``cho_solve``."""
     K = prior.K
     lam = sites.prec[:, 0, 0]
     nu = sites.nat1[:, 0]
@@ -201,9 +199,8 @@ def _signed_system(prior: FullPrior, sites: Sites) -> _SignedSystem:
     lam_p = lam[perm]
     sign = jnp.where(lam_p < 0, -1.0, 1.0).astype(lam.dtype)
     g = jnp.sqrt(jnp.abs(lam_p))
-    # rows, then columns: in a compiled loop 30 → 22 µs at N = 200 and 619 → 421 µs at
-    # N = 1000 against one gather of N² index pairs (sixteenth session); in bounds by
-    # construction (the default clamping gather took 53 against 41 µs at N = 200)
+    # rows, then columns: two contiguous gathers beat one gather of N² index pairs;
+    # in bounds by construction, so the default clamping is skipped
     rows = prior.K.at[perm].get(mode="promise_in_bounds", unique_indices=True)
     K = rows.at[:, perm].get(mode="promise_in_bounds", unique_indices=True)
     L, L_inv = signed_cholesky_and_inverse(jnp.diag(sign) + g[:, None] * K * g[None, :], sign)
@@ -212,8 +209,8 @@ def _signed_system(prior: FullPrior, sites: Sites) -> _SignedSystem:
 
 def _positive_first(negative):
     """(perm, unsort) of the stable partition that puts the non-negative sites first
-    (``jnp.argsort(negative, stable=True)`` and its inverse) by counting, O(N): two
-    argsorts of N = 200 took ≈ 30 µs."""
+    (``jnp.argsort(negative, stable=True)`` and its inverse) by counting, O(N) instead
+    of two O(N log N) argsorts."""
     keep = ~negative
     unsort = jnp.where(negative, jnp.sum(keep) + jnp.cumsum(negative) - 1, jnp.cumsum(keep) - 1)
     perm = jnp.zeros_like(unsort).at[unsort].set(jnp.arange(negative.shape[0]),
@@ -239,7 +236,7 @@ def _marginals_signed(prior: FullPrior, sites: Sites) -> Marginals:
 
 def _whitened_precision(prior: FullPrior, sites: Sites):
     """B = I + L_Kᵀ Λ̄ L_K, the posterior precision in the prior's whitened coordinates,
-    by the triangular-aware product (N³/2 flops, ``dense_linalg.lower_gram``). Its
+    by the triangular-aware product (N³/2 flops, ``linalg.dense.lower_gram``). Its
     off-diagonal blocks are symmetric by construction; ``jnp.linalg.cholesky``
     symmetrises its input, which takes care of the round-off in the diagonal leaves."""
     N, D = sites.nat1.shape
@@ -252,11 +249,9 @@ def _marginals_chol(prior: FullPrior, sites: Sites) -> Marginals:
     B = UUᵀ, U upper triangular (U = JLJ for JBJ = LLᵀ, J the reversal): then
     C = L_K B⁻¹ L_Kᵀ = WWᵀ with W = L_K U⁻ᵀ lower-triangular, and JWᵀJ = L⁻¹(J L_Kᵀ J)
     is a triangular solve whose right-hand side is lower-triangular too
-    (``dense_linalg.lower_solve_lower``, N³/3 flops, mostly in products). That solve
-    replaces the N³-flop solve L_B⁻¹L_Kᵀ of the forward form and, before the tenth
-    session here, a triangular inverse followed by a triangular product (N³/3 + 2N³/3
-    flops; benchmarks/README.md, tenth session, when pl2 with one latent still took
-    this form)."""
+    (``linalg.dense.lower_solve_lower``, N³/3 flops, mostly in products). That solve
+    replaces the N³-flop solve L_B⁻¹L_Kᵀ of the forward form, or a triangular inverse
+    followed by a triangular product (N³/3 + 2N³/3 flops)."""
     N, D = sites.nat1.shape
     B = _whitened_precision(prior, sites)
     L_rev = jnp.linalg.cholesky(B[::-1, ::-1])

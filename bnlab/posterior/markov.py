@@ -1,6 +1,7 @@
 """Markovian-GP global update: Kalman filter + RTS smoother with the sites as
-pseudo-observations (Wilkinson et al. 2023, §8.3, Alg. 3 as corrected in
-notes/bayes-newton.md §4, eqs. 68–71), O(S³N) in time and memory.
+pseudo-observations (Wilkinson et al. 2023, §8.3, Alg. 3 and eqs. 68–71, with the RTS
+gain G_n = P_n A_{n+1}ᵀ (A_{n+1} P_n A_{n+1}ᵀ + Q_{n+1})⁻¹ where the paper prints
+P̄_n A_{n+1} P̄_n⁻¹), O(S³N) in time and memory.
 
 Prior: the state f̄_n (S = Σ_d s_d, independent latent SDEs stacked block-diagonally,
 ``bnlab.posterior.statespace``) at the *sorted* inputs follows f̄_n = A_n f̄_{n−1} + q_n,

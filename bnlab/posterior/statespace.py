@@ -10,7 +10,7 @@ with state f̄ = (f, f′, …, f⁽ᵖ⁾), companion F whose characteristic po
 (s + λ)^{p+1}, λ = √(2ν)/ℓ, and stationary covariance P∞ solving the Lyapunov equation
 F P∞ + P∞ Fᵀ + L Q_c Lᵀ = 0. Its discretisation over a step Δ (eq. 70) is
 
-    A = expm(F Δ),   Q = P∞ − A P∞ Aᵀ   (stationary start, notes §4 [derived]).
+    A = expm(F Δ),   Q = P∞ − A P∞ Aᵀ   (stationary start: P∞ is invariant).
 
 Since F + λI is nilpotent of order p + 1 (Cayley–Hamilton), expm(FΔ) is computed in
 closed form as e^{−λΔ} Σ_{k≤p} (Δ(F + λI))ᵏ/k! — exact, cheap and vectorised over

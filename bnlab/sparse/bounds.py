@@ -17,7 +17,7 @@ diagonal blocks D_bb are ever formed) and noise σ²:
 - ``"pep"``   BYT17 §3.6–3.7 (the fixed point of Power EP, any α, blocks):
   ``"tpep"`` at m = 1. α = 1 with blocks of one point is FITC, α = 1 with blocks is
   PITC, α → 0 is ``"svgp"``. BYT17 prints "+ Σ_b (1−α)/(2α) log(I + …)" for blocks:
-  the correct term is *minus* a log-determinant (notes §1.8; it agrees with B = N,
+  the correct term is *minus* a log-determinant (it agrees with B = N,
   with BT25 eq. 14 at m = 1 and with the VFE limit), which is what is used here.
 
 The blocks are consecutive runs of ``block_size`` points in the order of X (the last
@@ -132,7 +132,8 @@ def _whitened_blocks(terms, y, noise_blocks, size):
 
 
 def _posterior_factors(terms, y, noise_blocks, size):
-    """log N(y; 0, Q + Λ) and (L_B, c) with B = I + ÃÃᵀ, c = L_B⁻¹Ãỹ (notes §5 item 8)."""
+    """log N(y; 0, Q + Λ) and (L_B, c) with B = I + ÃÃᵀ, c = L_B⁻¹Ãỹ: |Q + Λ| = |Λ||B| and
+    yᵀ(Q + Λ)⁻¹y = ỹᵀỹ − cᵀc, so only M×M matrices are factored."""
     At, yt, logdet_lam = _whitened_blocks(terms, y, noise_blocks, size)
     LB = jnp.linalg.cholesky(jnp.eye(At.shape[0]) + At @ At.T)
     c = solve_triangular(LB, At @ yt, lower=True)
@@ -247,7 +248,7 @@ def _fit(model, kind, size, params, X, y, alpha, scale):
 
 def predict(model, params, X, y, Xs, kind=None, alpha=None, block_size=None, scale=None):
     """Latent predictive mean and variance at Xs under the optimal q(u) of ``kind``,
-    with q(f*|u) = p(f*|u) (BT25 §3.3; notes §5 item 15). Add σ² for y*."""
+    with q(f*|u) = p(f*|u) (BT25 §3.3). Add σ² for y*."""
     kind, alpha, size = _settings(model, kind, alpha, block_size)
     X, y = jnp.asarray(X), jnp.asarray(y)
     terms, LB, c = _fit(model, kind, size, params, X, y, alpha, scale)

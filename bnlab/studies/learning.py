@@ -18,7 +18,8 @@ vanishes at the fixed point), the second evaluates W there.
 
 **Hybrid** (``hybrid``, Algorithm 1): E-step = ``e_steps`` CVI natural-gradient steps
 (ρ_E = 0.1) on the ELBO; M-step = ``m_steps`` Adam steps (ρ_M = 0.01) on the EP energy
-with the VI sites held fixed (``stop_gradient``; Li et al. eq. 11, notes Part D 6–7);
+with the VI sites held fixed (``stop_gradient``: Li et al. eq. 11 is not differentiated
+through the E-step);
 stop and revert when L_EP decreases between outer iterations, or when the parameters
 stop changing (``np.allclose``). Settings from Li et al. App. D.2; the initial site
 precision is the engine's 0.01 rather than the reference code's 1e−6.

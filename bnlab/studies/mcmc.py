@@ -6,7 +6,7 @@ AIS (Neal 2001), as used for the surfaces of Li, John & Solin (2023, §5.1, App.
     π_t(f) ∝ N(f | 0, K) p(y | f)^{τ_t},   τ_t = (t / T)⁴,  t = 0 … T,
 chains start from exact prior draws (τ_0 = 0), and for t = 1 … T
     log w += (τ_t − τ_{t−1}) log p(y | f)      with f the state *before* the move,
-    f ← ESS transition leaving π_t invariant     (textbook ordering; notes Part D 21).
+    f ← ESS transition leaving π_t invariant     (Neal 2001's ordering).
 Each chain's w is an unbiased estimate of Z = p(y | θ); the chains are combined by the
 log of the *arithmetic* mean of the weights (as GPML's ``infMCMC`` does — the paper's
 "geometric mean" wording is not what its code computes), with the delta-method

@@ -117,7 +117,7 @@ def _solver(engine, extra, names, max_iters, with_test, alpha_axis):
     triangular solves are LAPACK calls made matrix by matrix even when batched, a
     vmapped ``while_loop`` runs every point for as many iterations as the slowest one,
     and the model's ``lax.cond`` (√W form vs signed √W form) becomes a ``select``
-    that evaluates both branches — together 2–5× the work. The scan keeps each point's
+    that evaluates both branches — together several times the work. The scan keeps each point's
     cost equal to a single ``bnlab.infer`` call, compiled once per chunk length."""
     key = (engine, extra, names, trace_length(max_iters), with_test, alpha_axis)
     return _SOLVERS.get(key, lambda: _build_solver(*key))

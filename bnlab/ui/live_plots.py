@@ -1,8 +1,8 @@
 """Bokeh figures for the live view. Each glyph reads a ``ColumnDataSource``; an update
 replaces the sources' data (inside ``pn.io.hold`` the whole frame goes out as one
 message), so nothing is re-rendered and nothing flickers. Plain Bokeh here rather than
-HoloViews streams: a HoloViews refresh of this page costs ~0.5 s per frame (measured),
-a source update a few milliseconds."""
+HoloViews streams: a HoloViews refresh re-renders the whole figure each frame, too slow
+for live updates; a source update only sends the new data."""
 from __future__ import annotations
 
 import numpy as np

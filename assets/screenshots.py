@@ -1,0 +1,114 @@
+"""Regenerate the README's screenshot of the lab from a real run.
+
+    python assets/screenshots.py [--out assets/lab.png] [--query "method=vi"] [--iterations 15]
+
+Starts ``panel serve apps/lab.py`` on a free port, opens it in headless Chromium
+(Debian's /usr/bin/chromium, driven by Playwright), presses Run, waits until the run
+has made ``--iterations`` iterations or stopped (converged or diverged), and saves a
+screenshot of the page. ``--query`` is the settings part of the URL (the lab keeps its
+settings there), e.g. ``"dataset=counts_1d&method=pep&alpha=0.3"``.
+"""
+from __future__ import annotations
+
+import argparse
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+LOAD_TIMEOUT_MS = 180_000
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+def start_lab(port: int) -> subprocess.Popen:
+    """``panel serve apps/lab.py``, returned once it answers its liveness probe."""
+    proc = subprocess.Popen([sys.executable, "-m", "panel", "serve", str(ROOT / "apps" / "lab.py"),
+                             "--port", str(port), "--liveness",
+                             "--allow-websocket-origin", f"localhost:{port}"],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(f"http://localhost:{port}/liveness", timeout=5)
+            return proc
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError("panel serve exited before answering")
+            time.sleep(0.5)
+    proc.terminate()
+    raise RuntimeError("panel serve did not answer within 120 s")
+
+
+def status(page) -> list[str]:
+    """The bold fields of the lab's status line: method, iteration, energy[, state]."""
+    return page.locator(".bn-status b").all_text_contents()
+
+
+def iteration(page) -> int:
+    fields = status(page)
+    return int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else -1
+
+
+def shoot(url: str, out: Path, iterations: int, width: int, height: int) -> int:
+    """Open the lab, run it, save the screenshot; returns the iteration shown."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": width, "height": height})
+        page.goto(url)
+        page.wait_for_selector(".bn-status b", timeout=LOAD_TIMEOUT_MS)
+        page.wait_for_selector(".bn-band canvas", state="attached", timeout=LOAD_TIMEOUT_MS)
+        page.get_by_role("button", name="▶ Run").click()
+        deadline = time.time() + LOAD_TIMEOUT_MS / 1000
+        while time.time() < deadline:
+            if iteration(page) >= iterations or {"converged", "diverged"} & set(status(page)):
+                break
+            page.wait_for_timeout(250)
+        else:
+            raise RuntimeError(f"the run did not reach {iterations} iterations: {status(page)}")
+        page.wait_for_timeout(1500)          # the last frame's plots finish drawing
+        shown = iteration(page)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(out), full_page=False)
+        browser.close()
+    return shown
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=ROOT / "assets" / "lab.png")
+    ap.add_argument("--query", default="", help="URL settings, e.g. 'method=ep'")
+    ap.add_argument("--iterations", type=int, default=15)
+    ap.add_argument("--width", type=int, default=1500)
+    ap.add_argument("--height", type=int, default=1100)
+    args = ap.parse_args()
+    if not Path(CHROMIUM).exists():
+        sys.exit(f"needs Debian's chromium at {CHROMIUM} (apt-get install chromium)")
+    port = free_port()
+    lab = start_lab(port)
+    try:
+        url = f"http://localhost:{port}/lab" + (f"?{args.query}" if args.query else "")
+        shown = shoot(url, args.out, args.iterations, args.width, args.height)
+    finally:
+        lab.terminate()
+        try:
+            lab.wait(10)
+        except subprocess.TimeoutExpired:
+            lab.kill()
+    print(f"{args.out} (iteration {shown})")
+
+
+if __name__ == "__main__":
+    main()

@@ -56,7 +56,7 @@ class _Bar:
 def _surface(args):
     import bnlab
     from . import datasets, kernels
-    data = datasets.from_csv(args.data, target=args.target, test_fraction=args.test_fraction,
+    data = datasets.read_csv(args.data, target=args.target, test_fraction=args.test_fraction,
                              seed=args.seed)
     lik = _likelihood(args.likelihood)
     kernel = kernels.KERNELS[args.kernel]()

@@ -57,9 +57,11 @@ def test_content_naming_a_file_or_url_is_parsed_as_csv_text(csv_file, csv_server
     url, hits = csv_server
     assert datasets.read_csv(csv_file).X.shape == (3, 1)      # the file itself is valid
     for content in _pointers(csv_file, url):
-        for parse in (lambda c: datasets.from_csv(c), lambda c: datasets.from_csv_bytes(c.encode())):
+        for parsed in (content, content.encode()):
             with pytest.raises(ValueError, match="no data rows.*path or URL is not read"):
-                parse(content)
+                datasets.from_csv(parsed)
+        with pytest.raises(ValueError, match="no data rows.*path or URL is not read"):
+            datasets.from_csv_bytes(content.encode())
     assert hits == []
 
 

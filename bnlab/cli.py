@@ -127,14 +127,6 @@ def _atomic_output(out):
             os.remove(tmp)
 
 
-def _read_data(path):
-    """The CSV file's bytes, so that ``datasets.from_csv`` parses content only."""
-    try:
-        return Path(path).read_bytes()
-    except OSError as exc:
-        raise ValueError(f"--data {path}: cannot read it ({exc.strerror or exc})") from None
-
-
 class _Bar:
     """A progress bar on stderr (tqdm)."""
 
@@ -159,8 +151,8 @@ def _surface(args):
 def _compute_surface(args, out):
     import bnlab
     from . import datasets, kernels
-    data = datasets.from_csv(_read_data(args.data), target=args.target,
-                             test_fraction=args.test_fraction, seed=args.seed)
+    data = datasets.read_csv(args.data, target=args.target, test_fraction=args.test_fraction,
+                             seed=args.seed)
     lik = _likelihood(args.likelihood)
     kernel = kernels.KERNELS[args.kernel]()
     model = bnlab.GP(kernel, lik)

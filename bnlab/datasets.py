@@ -1,5 +1,7 @@
 """Data sets: synthetic 1-D presets (written by the project), scikit-learn's breast
-cancer, and user CSV files, each validated for the likelihood it is meant for.
+cancer, and user CSV files, each validated for the likelihood it is meant for. CSV
+content is parsed from its bytes (``from_csv_bytes``, ``from_csv``); only ``read_csv``
+opens a file, and only when given its path explicitly.
 
 ``load(name)`` returns a ``Dataset`` (X, y, X_test, y_test, likelihood name, notes).
 Synthetic sets are generated deterministically from a seed, so nothing is downloaded.
@@ -11,7 +13,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["Dataset", "load", "from_csv", "SYNTHETIC", "train_test_split", "synthetic_probit"]
+__all__ = ["Dataset", "load", "read_csv", "from_csv", "from_csv_bytes", "SYNTHETIC",
+           "train_test_split", "synthetic_probit"]
 
 
 class Dataset(NamedTuple):
@@ -125,26 +128,66 @@ def load(name: str, *, n=None, seed=0, test_fraction=0.25) -> Dataset:
         X, y = make(seed=seed) if n is None else make(n=n, seed=seed)
     else:
         raise ValueError(f"unknown data set {name!r}; choose 'breast_cancer' or one of "
-                         f"{', '.join(SYNTHETIC)}, or load a CSV with from_csv()")
+                         f"{', '.join(SYNTHETIC)}, or load a CSV with read_csv(path)")
     return Dataset(*train_test_split(X, y, test_fraction, seed), lik, desc)
 
 
-def from_csv(source, *, target=None, test_fraction=0.0, seed=0) -> Dataset:
-    """Read a CSV (path, text or bytes) with a header row; the column ``target``
-    (default: the last one) is y, every other column is an input. Errors name the
-    problem: no rows, non-numeric cells (with their rows), a missing target column."""
-    import pandas as pd
-    if isinstance(source, bytes):
-        source = io.BytesIO(source)
-    elif isinstance(source, str) and "\n" in source:
-        source = io.StringIO(source)
+def read_csv(path, *, target=None, test_fraction=0.0, seed=0) -> Dataset:
+    """Read a local CSV file (a path; for the command line and scripts). Only the local
+    file system is read: a URL is a file name like any other, never fetched."""
+    from pathlib import Path
     try:
-        frame = pd.read_csv(source)
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise ValueError(f"could not read the CSV file {str(path)!r}: "
+                         f"{exc.strerror or exc}") from exc
+    return from_csv_bytes(data, target=target, test_fraction=test_fraction, seed=seed)
+
+
+def from_csv(content, *, target=None, test_fraction=0.0, seed=0) -> Dataset:
+    """Parse CSV *content* (text or bytes; see ``from_csv_bytes``). A string is always
+    the CSV itself, never a path or URL: a text that names a file is an error here, so
+    data pasted from a user can never make the caller read its files or fetch a URL.
+    Read a file with ``read_csv(path)``."""
+    if isinstance(content, str):
+        content = content.encode("utf-8")
+    return from_csv_bytes(content, target=target, test_fraction=test_fraction, seed=seed)
+
+
+def from_csv_bytes(data, *, target=None, test_fraction=0.0, seed=0, max_rows=None,
+                   max_columns=None) -> Dataset:
+    """Parse the bytes of a CSV file with a header row; the column ``target`` (default:
+    the last one) is y, every other column is an input. Only ``bytes`` are accepted (an
+    upload's content), so nothing here can open a path or a URL. ``max_rows`` and
+    ``max_columns`` bound what is parsed (pandas stops after ``max_rows + 1`` rows).
+    Errors name the problem: no data rows, too many rows or columns, non-numeric cells
+    (with their rows), empty cells, a missing target column."""
+    import pandas as pd
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"from_csv_bytes parses the bytes of a CSV file, not a "
+                        f"{type(data).__name__}")
+    data = bytes(data)
+    if max_columns is not None:
+        header = data.lstrip(b"\r\n").split(b"\n", 1)[0]
+        if header.count(b",") + 1 > max_columns:
+            raise ValueError(f"the CSV header has more than {max_columns} columns, the most "
+                             f"read here")
+    try:
+        frame = pd.read_csv(io.BytesIO(data), compression=None,
+                            nrows=None if max_rows is None else max_rows + 1)
     except Exception as exc:  # pandas raises many types for malformed files
         raise ValueError(f"could not read the CSV: {exc}") from exc
-    if frame.shape[0] == 0 or frame.shape[1] < 2:
-        raise ValueError(f"the CSV needs a header, at least one input column and a target "
-                         f"column, and at least one row; got shape {frame.shape}")
+    if max_rows is not None and frame.shape[0] > max_rows:
+        raise ValueError(f"the CSV has more than {max_rows} data rows, the most read here")
+    if frame.shape[0] == 0:
+        one_line = b"\n" not in data.strip() and b"\r" not in data.strip()
+        raise ValueError("the CSV has no data rows: it needs a header row, then one row per "
+                         "data point" + (" (this content is a single line of text: a file "
+                                         "path or URL is not read, only CSV content)"
+                                         if one_line else ""))
+    if frame.shape[1] < 2:
+        raise ValueError(f"the CSV needs at least one input column and a target column; "
+                         f"it has {frame.shape[1]} column")
     target = frame.columns[-1] if target is None else target
     if target not in frame.columns:
         raise ValueError(f"target column {target!r} not in the CSV columns {list(frame.columns)}")

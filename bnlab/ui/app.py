@@ -77,8 +77,18 @@ class Lab(pn.viewable.Viewer):
         return pn.Row(pn.Column(self.controls, width=340), self.tabs, sizing_mode="stretch_both")
 
 
+def serve_resources_locally():
+    """Every script and stylesheet of the page (Bokeh's, Panel's, the template's) comes
+    from this server, whatever the environment asks (``BOKEH_RESOURCES=cdn`` sends the
+    page to cdn.bokeh.org and cdn.holoviz.org): a classroom may have no internet, or
+    forbid it, and the page must be complete from the lab server alone."""
+    from bokeh.settings import settings
+    settings.resources = "server"
+
+
 def serve_lab():
     """Build the per-session app (the body of apps/lab.py)."""
+    serve_resources_locally()
     lab = Lab()
     lab.sync_url()
     pn.state.onload(lab.start)

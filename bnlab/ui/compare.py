@@ -7,7 +7,7 @@ import numpy as np
 import panel as pn
 import param
 
-from . import catalog
+from . import catalog, markup
 from .problem import build_problem
 from .runner import Runner
 from .settings import LabSettings
@@ -121,7 +121,7 @@ class CompareView(pn.viewable.Viewer):
             self.error.object = ""
             return build_problem(self.settings)
         except ValueError as exc:
-            self.error.object = f'<span class="bn-error">⚠ {exc}</span>'
+            self.error.object = markup.error(exc)
             return None
 
     def run_pair(self):
@@ -133,7 +133,7 @@ class CompareView(pn.viewable.Viewer):
             try:
                 r = converge(problem, m, self.settings)
             except ValueError as exc:
-                self.error.object = f'<span class="bn-error">⚠ {m}: {exc}</span>'
+                self.error.object = markup.error(f"{m}: {exc}")
                 return
             snaps[m] = r.snapshot()
             status = "diverged" if r.diverged else ("converged" if r.converged else "not converged")
@@ -160,7 +160,7 @@ class CompareView(pn.viewable.Viewer):
                 energies.append(r.energy[-1] if not r.diverged else np.nan)
                 self.progress.value = k + 2
         except ValueError as exc:
-            self.error.object = f'<span class="bn-error">⚠ {exc}</span>'
+            self.error.object = markup.error(exc)
             return
         finally:
             self.progress.visible = False

@@ -5,7 +5,8 @@ from __future__ import annotations
 import panel as pn
 import param
 
-from . import catalog
+from . import catalog, markup
+from .problem import MAX_UPLOAD_BYTES, MAX_UPLOAD_ROWS, SettingError, upload_text
 from .settings import LabSettings
 
 _SELECT_LABELS = {
@@ -61,8 +62,10 @@ class Controls(pn.viewable.Viewer):
         self.widgets["accelerate"] = pn.widgets.Checkbox.from_param(
             settings.param.accelerate, label="Anderson acceleration (same fixed point)",
             sizing_mode="stretch_width")
-        self.upload = pn.widgets.FileInput(accept=".csv,text/csv", sizing_mode="stretch_width",
-                                           label="CSV file")
+        self.upload = pn.widgets.FileInput(
+            accept=".csv,text/csv", sizing_mode="stretch_width", label="CSV file",
+            description=f"A header row, then one row per point; the last column is the target. "
+                        f"Up to {MAX_UPLOAD_BYTES // 2**20} MB and {MAX_UPLOAD_ROWS} rows.")
         self.upload.param.watch(self._on_upload, "value")
         self.widgets["csv"] = self.upload
         for name in self.widgets:
@@ -75,11 +78,10 @@ class Controls(pn.viewable.Viewer):
     def _on_upload(self, event):
         if event.new is None:
             return
-        raw = event.new
         try:
-            text = raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
-        except UnicodeDecodeError:
-            self.status.errors = {"csv": "the file is not UTF-8 text; save it as a plain CSV"}
+            text = upload_text(event.new)
+        except SettingError as exc:
+            self.status.errors = {exc.control: str(exc)}
             return
         self.settings.param.update(csv_text=text, dataset="csv")
 
@@ -102,9 +104,9 @@ class Controls(pn.viewable.Viewer):
                 w.disabled = name in reasons
             hint = self.hints[name]
             if error:
-                hint.object = f'<span class="bn-error">⚠ {error}</span>'
+                hint.object = markup.error(error)
             elif reason:
-                hint.object = f'<span class="bn-reason">{reason}</span>'
+                hint.object = markup.reason(reason)
             hint.visible = bool(error or reason) and (name != "csv" or s.dataset == "csv")
 
     def __panel__(self):

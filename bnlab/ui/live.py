@@ -7,6 +7,7 @@ import threading
 import panel as pn
 import param
 
+from . import markup
 from .controls import Status
 from .live_plots import LivePlots
 from .mcmc_ref import MCMCReference
@@ -240,7 +241,7 @@ class LiveView(pn.viewable.Viewer):
 
     def _render_status(self, st=None):
         if self.message:
-            self.status_pane.object = f'<span class="bn-error">⚠ {self.message}</span>'
+            self.status_pane.object = markup.error(self.message)
             return
         if st is None:
             return

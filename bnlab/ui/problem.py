@@ -20,6 +20,16 @@ from .settings import LabSettings
 
 GRID_POINTS = 200
 
+#: an upload's bounds, checked on the server before anything is parsed or compiled: a
+#: browser is hostile, and one oversized file must not take the server down for everyone
+MAX_UPLOAD_BYTES = 8 * 2**20
+MAX_UPLOAD_ROWS = 10_000
+MAX_UPLOAD_COLUMNS = 1_000
+#: the largest n the full GP (and G-KL) is built for: each step factors an n × n matrix
+#: (O(n³) time, O(n²) memory), beyond this a step takes seconds; the sparse and Markov
+#: models scale linearly in n
+FULL_GP_MAX_N = 2_000
+
 
 class SettingError(ValueError):
     """A user-facing error attached to the control that caused it."""
@@ -48,9 +58,25 @@ def _load(name: str, n: int):
     return datasets.load(name, n=n or None)
 
 
+def upload_text(raw) -> str:
+    """The text of an uploaded file, from its bytes only (an upload is content, never a
+    path or URL to open): SettingError when it is too large or not UTF-8."""
+    if not isinstance(raw, bytes):
+        raise SettingError("csv", "the upload did not arrive as a file; choose one CSV file")
+    if len(raw) > MAX_UPLOAD_BYTES:
+        raise SettingError("csv", f"the file is {len(raw) / 2**20:.1f} MB, more than the lab "
+                                  f"reads (CSV files up to {MAX_UPLOAD_BYTES // 2**20} MB and "
+                                  f"{MAX_UPLOAD_ROWS} rows); upload a subset of the data")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise SettingError("csv", "the file is not UTF-8 text; save it as a plain CSV") from None
+
+
 @functools.lru_cache(maxsize=4)
 def _load_csv(text: str):
-    return datasets.from_csv(text)
+    return datasets.from_csv_bytes(text.encode("utf-8"), max_rows=MAX_UPLOAD_ROWS,
+                                   max_columns=MAX_UPLOAD_COLUMNS)
 
 
 def load_data(settings: LabSettings):
@@ -108,6 +134,18 @@ def _projection(X: np.ndarray) -> np.ndarray:
     return Xc @ vt[0]
 
 
+def check_size(settings: LabSettings, X):
+    """SettingError before anything is built when the chosen model is too costly for n."""
+    n, d = len(X), (np.shape(X)[1] if np.ndim(X) == 2 else 1)
+    if settings.model == "full" and n > FULL_GP_MAX_N:
+        scalable = "the sparse model (inducing points)" + (
+            " or the Markov model (state space)" if d == 1 else "")
+        raise SettingError("model", f"{n} training points are more than the full GP handles "
+                                    f"here (at most {FULL_GP_MAX_N}: each step factors an "
+                                    f"n × n matrix); {scalable} scales linearly in n: "
+                                    f"choose it under Prior → Model")
+
+
 def build_problem(settings: LabSettings) -> Problem:
     """Everything inference and plotting need; ValueError (with a message for the
     user) when the data do not fit the chosen likelihood or model."""
@@ -115,6 +153,7 @@ def build_problem(settings: LabSettings) -> Problem:
         data = load_data(settings)
     except ValueError as exc:
         raise SettingError("csv" if settings.dataset == "csv" else "dataset", str(exc)) from exc
+    check_size(settings, data.X)
     lik_name = settings.resolved_likelihood(data.likelihood)
     try:
         lik = make_likelihood(settings, lik_name)

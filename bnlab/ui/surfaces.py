@@ -13,7 +13,7 @@ import numpy as np
 import panel as pn
 import param
 
-from . import catalog
+from . import catalog, markup
 from .problem import build_problem
 from .settings import LabSettings
 from .trajectories import LEARNERS, learn_trajectories
@@ -180,7 +180,7 @@ class SurfacesView(pn.viewable.Viewer):
             problem = build_problem(self.settings)
             grid = self.grid()
         except ValueError as exc:
-            self.message.object = f'<span class="bn-error">⚠ {exc}</span>'
+            self.message.object = markup.error(exc)
             return
         self._cancel.clear()
         self.message.object = ""
@@ -204,7 +204,7 @@ class SurfacesView(pn.viewable.Viewer):
                 self.message.object = "Learning stopped: " + ", ".join(
                     f"{k} ({t.stop_reason})" for k, t in self.trajectories.items())
         except ValueError as exc:
-            self.message.object = f'<span class="bn-error">⚠ {exc}</span>'
+            self.message.object = markup.error(exc)
             return
         finally:
             self.compute_button.disabled, self.cancel_button.disabled = False, True

@@ -37,7 +37,7 @@ import numpy as np
 import bnlab
 from bnlab._runtime.compiled import clear_compiled
 from bnlab.engine.loop import Settings, get_engine
-from bnlab.methods.registry import SITE_METHODS
+from bnlab.methods.registry import REGISTRY
 
 
 def _once(fn):
@@ -243,8 +243,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", type=int, nargs="+", default=[200, 500, 1000])
     parser.add_argument("--repeats", type=int, default=50)
-    parser.add_argument("--methods", nargs="+", default=list(SITE_METHODS),
-                        choices=list(SITE_METHODS), metavar="METHOD")
+    parser.add_argument("--methods", nargs="+", default=list(REGISTRY),
+                        choices=list(REGISTRY), metavar="METHOD")
     parser.add_argument("--processes", type=int, default=1,
                         help="run the table in this many fresh processes and print medians")
     parser.add_argument("--json", help=argparse.SUPPRESS)   # a child's results, for --processes

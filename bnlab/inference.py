@@ -114,7 +114,7 @@ def infer(model, X, y, method="vi", *, alpha=1.0, damping=0.5, max_iters=200, to
     ``acceleration``: mix the site updates by Anderson acceleration
     (``bnlab.engine.anderson``) for 'vi' and 'ep_like' (with ``backtracking`` on: the ELBO
     guards a mixed step), 'ep', 'pep' and, when damped (ρ < 1), 'laplace' (a residual
-    test guards it; ``methods.registry.ACCELERATED``): the same fixed point in fewer
+    test guards it; ``Method.mixing``): the same fixed point in fewer
     iterations; False gives the papers' path.
     ``params`` overrides the model's hyperparameters (a dict like
     ``model.init_params()``); ``cubature`` is (rule, order) for the expectations;

@@ -1,6 +1,6 @@
 """Every site method runs on the Markov GP and follows the full GP's path.
 
-For each method of ``SITE_METHODS`` (D = 1 with a probit likelihood — logit for vi_gn,
+For each method of ``REGISTRY`` (D = 1 with a probit likelihood — logit for vi_gn,
 whose probit Gauss–Newton matrix overflows at far sigma points —, D = 2 with the
 heteroscedastic likelihood) the Markov engine takes a few damped steps from the same
 start. At every iterate its marginals, log_norm and energy must equal, for the same
@@ -24,7 +24,7 @@ import pytest
 import bnlab
 from bnlab.engine.energies import energy
 from bnlab.engine.loop import Settings, get_engine
-from bnlab.methods.registry import SITE_METHODS
+from bnlab.methods.registry import REGISTRY
 from bnlab.posterior import full, markov
 from bnlab.sites import Marginals
 
@@ -81,7 +81,7 @@ def _stack(trees):
     return jax.tree_util.tree_map(lambda *a: jnp.stack(a), *trees)
 
 
-@pytest.mark.parametrize("method", list(SITE_METHODS))
+@pytest.mark.parametrize("method", list(REGISTRY))
 def test_markov_path_equals_full_gp(problem, method):
     lik = problem["lik"]
     if method == "vi_gn" and isinstance(lik, bnlab.likelihoods.Bernoulli):

@@ -14,7 +14,7 @@ iterates and residuals: a secant model of the map fitted on the history. A fixed
 of G is a fixed point of the mixed iteration, so the result is the same; only the path
 differs. The engine accepts a mixed step only when it keeps the posterior positive
 definite (and, for EP-family energies, every cavity) and passes the method's safeguard
-(``registry.ACCELERATED``): for CVI, it does not lower the ELBO (the step control's
+(``Method.mixing``): for CVI, it does not lower the ELBO (the step control's
 test); for EP, Power EP and Laplace, which ascend nothing the engine evaluates, the
 plain step from the mixed iterate changes the sites less (``relative_norm``) than the
 plain step from the current one — a plain monotone form of the residual safeguard of

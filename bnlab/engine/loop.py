@@ -25,7 +25,7 @@ step would make: the max relative site change over ρ_k/ρ, so a reduced step is
 mistaken for convergence. Off, ρ_k = ρ throughout and the iteration is the papers'
 fixed-step one.
 With ``Settings.accelerate`` (for CVI and 'ep_like' under the step control, for EP and
-Power EP, and for damped Laplace; ``registry.ACCELERATED``) the proposal is the
+Power EP, and for damped Laplace; ``Method.mixing``) the proposal is the
 Anderson-mixed iterate of the last few accepted steps (``bnlab.engine.anderson``): a mixed step
 that lowers the ELBO (CVI), whose plain residual grows (EP, PEP, Laplace), or that
 leaves the posterior or an energy's cavity not PD, is rejected without halving ρ — it
@@ -61,7 +61,7 @@ from .._runtime.compiled import CompiledCache
 from .energies import energy as compute_energy
 from .energies import energy_and_derivatives
 from ..methods.base import LocalInput
-from ..methods.registry import ACCELERATED, NONNEGATIVE_SITES_IF_LOG_CONCAVE, build_method
+from ..methods.registry import resolve
 from ..posterior import global_update
 from ..sites import (Marginals, Sites, damped_update, init_sites, max_relative_change,
                     min_eigenvalue)
@@ -92,7 +92,7 @@ class State(NamedTuple):
     objective: jnp.ndarray  # the energy the method ascends (``Method.ascends``), or NaN
     step_size: jnp.ndarray  # ρ_k of the next proposal (ρ unless the step control cut it)
     derivatives: Any = ()   # the next local update's (J, H), or () (see step 4 above)
-    history: Any = ()       # ``anderson.History`` for the methods it may mix (ACCELERATED)
+    history: Any = ()       # ``anderson.History`` for the methods it may mix (Method.mixing)
 
 
 class StepInfo(NamedTuple):
@@ -142,19 +142,20 @@ class Engine:
         self.model = model
         self.lik = model.likelihood
         self.rule = cubature.make_rule(rule_spec[0], rule_spec[1], model.num_latents)
-        self.method = build_method(method_name, self.lik, self.rule, **dict(options))
+        self.method, local_options = resolve(method_name, **dict(options))
+        self.local = self.method.make_local(self.lik, self.rule, **local_options)
         self.structure = global_update(model)
         self._marginals = self.structure.marginals
         nonnegative = (self.lik.log_concave and model.num_latents == 1
-                       and method_name in NONNEGATIVE_SITES_IF_LOG_CONCAVE)
+                       and self.method.nonnegative_if_log_concave)
         self.nonnegative_sites = nonnegative
-        self.accelerated = ACCELERATED.get(method_name)   # None, or a registry.Mixing
+        self.accelerated = self.method.mixing             # None, or a methods.Mixing
         if nonnegative and self.structure.marginals_nonnegative is not None:
             self._marginals = self.structure.marginals_nonnegative
         # what each iteration needs: mean-only methods skip the marginal variances
         # (the returned state of ``run`` has them, computed once at the end)
         self._step_marginals = self._marginals
-        self.mean_only = (not self.method.uses_covariance
+        self.mean_only = (self.method.mean_only
                           and self.structure.marginals_mean_only is not None)
         if self.mean_only:
             self._step_marginals = (self.structure.marginals_mean_only_nonnegative if nonnegative
@@ -213,7 +214,7 @@ class Engine:
                          jnp.broadcast_to(settings.rho, (N,)), state.aux,
                          state.derivatives if reuse else None)
         axes = LocalInput(None, 0, 0, 0, 0, 0, 0, None, 0, 0, 0 if reuse else None)
-        upd, aux = jax.vmap(self.method.local, in_axes=(axes,))(inp)
+        upd, aux = jax.vmap(self.local, in_axes=(axes,))(inp)
         proposal = damped_update(sites, upd.J, upd.H, upd.mean, settings.rho)
         keep = upd.ok
         new_sites = Sites(jnp.where(keep[:, None], proposal.nat1, sites.nat1),

@@ -6,7 +6,7 @@ from typing import Any, Callable, NamedTuple
 
 import jax.numpy as jnp
 
-__all__ = ["LocalInput", "LocalUpdate", "Method"]
+__all__ = ["LocalInput", "LocalUpdate", "Method", "Mixing"]
 
 
 class LocalInput(NamedTuple):
@@ -34,23 +34,51 @@ class LocalUpdate(NamedTuple):
     ok: jnp.ndarray         # () bool; False keeps the old site (e.g. non-PSD cavity)
 
 
+class Mixing(NamedTuple):
+    """How the engine may Anderson-mix a method's steps (``Settings.accelerate``,
+    ``bnlab.engine.anderson``). ``guard`` is what a mixed step must pass: "objective" (it
+    must not lower the ELBO, for the methods that ascend it) or "residual" (the plain
+    step's relative change at the mixed iterate must not exceed the one at the current
+    iterate, for methods that ascend nothing the engine evaluates)."""
+    guard: str
+    min_history: int = 1       # secant pairs (accepted steps since the history was last
+                               # cleared) needed before a step is mixed
+    damped_only: bool = False  # mix only when ρ < 1 (the undamped map is Newton's)
+    depth: int = 5             # secant pairs kept (for EP and Laplace 3, 8, 10 or 20
+                               # were no better)
+
+
+def _no_aux(num_data, num_latents):
+    return ()
+
+
 @dataclass(frozen=True, eq=False)
 class Method:
-    """A site method. ``local`` maps a LocalInput to (LocalUpdate, new aux)."""
+    """Everything the engine, the surfaces and the lab need to know about one site
+    method, as fields: adding a method is one ``Method`` in the registry.
+
+    ``make_local(likelihood, rule, **options)`` returns the per-site update, a function
+    LocalInput → (LocalUpdate, new aux) that the engine vmaps over the data;
+    ``options`` names the keyword options ``make_local`` takes (``qn_damping`` ξ)."""
     name: str
-    energy: str                       # "laplace" | "vfe" | "pep"
-    local: Callable[[LocalInput], tuple]
-    psd_guaranteed: bool
-    uses_alpha: bool = False
-    init_aux: Callable[[int, int], Any] = lambda n, d: ()
+    energy: str                       # the energy it reports: "laplace" | "vfe" | "pep" | "ep"
+    make_local: Callable[..., Callable[[LocalInput], tuple]]
+    psd_guaranteed: bool              # every site precision PSD whatever the likelihood
     description: str = ""
-    uses_covariance: bool = True      # False: local updates and energy need only m_n
-    reuses_energy_pass: bool = False  # True: the local update differentiates the same
-                                      # per-site quantity the energy evaluates (E_q[log p]
-                                      # for VI, log E_cavity[p^α] for PEP), so the engine
-                                      # computes the derivatives in the energy pass
+    uses_alpha: bool = False          # α is a run-time setting (EP's is fixed at 1)
+    mean_only: bool = False           # local updates and energy read only m_n, so the
+                                      # global update may skip the marginal variances
+    nonnegative_if_log_concave: bool = True   # site precisions ≥ 0 for a log-concave
+                                      # likelihood with one latent (a cheaper, better
+                                      # conditioned factorisation then applies)
+    reuses_energy_pass: bool = False  # the local update differentiates the per-site
+                                      # quantity the energy evaluates (E_q[log p] for VI,
+                                      # log E_cavity[p^α] for PEP), so the engine takes
+                                      # the derivatives from the energy pass
     ascends: str | None = None        # the energy its iteration increases for small
                                       # enough steps ("vfe": CVI is natural-gradient
-                                      # ascent of the ELBO), which the engine's step
-                                      # control (``Settings.backtrack``) watches; the
-                                      # energy pass of a method that reuses it is this one
+                                      # ascent of the ELBO), which the step control
+                                      # (``Settings.backtrack``) watches
+    mixing: Mixing | None = None      # how Anderson acceleration may mix its steps
+    init_aux: Callable[[int, int], Any] = _no_aux   # per-site method state (BFGS)
+    options: tuple = ()               # keyword options ``make_local`` accepts

@@ -1,106 +1,134 @@
-"""Method names → site methods (the Bayes–Newton family of Wilkinson et al. 2023,
-Table 1), with clear errors for the combinations that do not exist."""
+"""The method registry: one ``Method`` record per name, the variants written as
+compositions of a base method (``riemannian(VI)``, ``heuristic(base)``), and clear
+errors for the combinations that do not exist.
+
+Why each property is what it is:
+
+- **psd_guaranteed**: −H is PSD whatever the likelihood — a Gauss–Newton GᵀG, a
+  negative-definite damped-BFGS matrix, PL's AᵀΩ⁻¹A, the heuristic diagonal. Not
+  pep_qn (R = P\\\\(αB + P\\\\)⁻¹ with the paper's sign keeps −RB PSD only while
+  −P\\\\ < αB ≤ 0).
+- **nonnegative_if_log_concave**: site precisions stay ≥ 0 for a log-concave likelihood
+  with one latent: −H is −∇² log p, E[−∇² log p], GᵀG, AᵀΩ⁻¹A, a negative-definite BFGS
+  matrix, the heuristic diagonal, EP moment matching (tilted variance ≤ cavity variance)
+  or the PD-preserving Riemannian step. Not pl2 (its ∇Ω terms) nor pep_qn.
+- **mean_only**: the Laplace family's J, H and energy never read C_nn.
+- **reuses_energy_pass**: the local update differentiates what the energy evaluates at
+  the same state — E_q[log p(y_n|f_n)] (VI, 'ep_like', whose step control evaluates the
+  ELBO too) or log E_cavity[p^α] (PEP, EP); 'vi_gn' takes its J from the ELBO's pass,
+  'vi_qn' and 'pep_qn' the secant's gradient at the current mean. Not PL (its energy is
+  EP's, its update SLR), which has no pass to share.
+- **ascends**: CVI is natural-gradient ascent of the ELBO (Khan & Lin 2017; Wilkinson et
+  al. 2023 eq. 15), so a small enough step increases it and the engine may reject a step
+  that lowers it; the Riemannian form agrees with CVI to first order in ρ (eq. 58). Not
+  the Gauss–Newton, quasi-Newton or heuristic forms: their H is not the ELBO's.
+- **mixing** (Anderson acceleration): "objective"-guarded for the ELBO ascents (CVI keeps
+  ten secant pairs, which took fewer iterations than five); "residual"-guarded for EP,
+  Power EP and Laplace. Laplace mixes only when damped (its undamped step is Newton's,
+  which converges quadratically, while the damped step contracts by only 1 − ρ near the
+  mode, the linear rate mixing removes) and from two secant pairs on (with one, at large
+  σ² the iteration alternated between a plain and a rejected mixed step). Not mixed: the
+  Riemannian forms, whose point is a path of PD sites that a linear extrapolation does
+  not keep; laplace_gn and taylor (mixed, part of a surface grid diverged where the
+  plain iteration converges); the QN forms, whose BFGS state follows the plain path; PL
+  and the heuristic forms.
+"""
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import replace
 
-from .base import Method
+from .base import Method, Mixing
 from .linearisation import pl2_gn_local, pl2_local, pl_local
 from .newton import laplace_gn_local, laplace_local, taylor_local
 from .power_ep import pep_local
 from .quasi_newton import (B0_SCALE, PEP_B0_SCALE, bfgs_init, laplace_qn_local, pep_qn_local,
                            pl2_qn_local, vi_qn_local)
-from .riemannian import heuristic, riemannian
+from .riemannian import heuristic_local, riemannian_local
 from .variational import vi_gn_local, vi_local
 
-__all__ = ["METHOD_NAMES", "SITE_METHODS", "build_method", "HEURISTIC_BASES", "MEAN_ONLY"]
+__all__ = ["REGISTRY", "METHOD_NAMES", "HEURISTIC_BASES", "register", "resolve",
+           "check_method_name", "riemannian", "heuristic"]
 
-# name: (energy, psd_guaranteed, uses_alpha, description); uses_alpha: α is a run-time
-# setting (EP's α is fixed at 1, so it is not, and takes the closed forms for α = 1)
-SITE_METHODS = {
-    "laplace": ("laplace", False, False, "Newton on log p(y|f) at the mean (Laplace)"),
-    "laplace_gn": ("laplace", True, False, "Laplace with a Gauss–Newton Hessian"),
-    "laplace_qn": ("laplace", True, False, "Laplace with damped-BFGS Hessians"),
-    "laplace_riemann": ("laplace", False, False, "Laplace with the Riemannian PSD correction"),
-    "taylor": ("laplace", True, False, "Taylor linearisation (iterated EKS)"),
-    "vi": ("vfe", False, False, "natural-gradient variational inference (CVI)"),
-    "vi_gn": ("vfe", True, False, "variational Gauss–Newton"),
-    "vi_qn": ("vfe", True, False, "variational quasi-Newton (damped BFGS)"),
-    "vi_riemann": ("vfe", False, False, "VI with the Riemannian PSD correction"),
-    "ep": ("pep", False, False, "expectation propagation (Power EP with α = 1)"),
-    "pep": ("pep", False, True, "Power EP with power α"),
-    "pep_qn": ("pep", False, True, "Power EP with damped-BFGS tilted Hessians"),
-    "pep_riemann": ("pep", False, True, "Power EP with the Riemannian PSD correction"),
-    "pl": ("ep", True, False, "posterior linearisation (SLR)"),
-    "pl2": ("ep", False, False, "second-order posterior linearisation"),
-    "pl2_gn": ("ep", True, False, "second-order PL with a Gauss–Newton Hessian"),
-    "pl2_qn": ("ep", True, False, "second-order PL with damped-BFGS Hessians"),
-    "pl2_riemann": ("ep", False, False, "second-order PL with the Riemannian PSD correction"),
-    "heuristic": (None, True, False, "a base method with the heuristic diagonal PSD fix"),
-    "ep_like": ("ep", False, False, "VI sites scored by the EP energy (Li et al. 2023)"),
-}
-METHOD_NAMES = tuple(SITE_METHODS) + ("gkl",)
-#: Methods whose site precisions stay ≥ 0 for a log-concave likelihood with one latent:
-#: −H is −∇² log p, E[−∇² log p], GᵀG, AᵀΩ⁻¹A, a negative-definite BFGS matrix, the
-#: heuristic diagonal, EP moment matching (tilted variance ≤ cavity variance) or the
-#: PD-preserving Riemannian step. Not pl2 (∇Ω terms) nor pep_qn (paper-sign R).
-NONNEGATIVE_SITES_IF_LOG_CONCAVE = frozenset(SITE_METHODS) - {"pl2", "pep_qn"}
+
+def riemannian(base: Method) -> Method:
+    """``base`` with the Riemannian PSD correction of its H (eq. 58): same energy, same
+    reuse of the energy pass, not Anderson-mixed (mixing would not keep the PD path)."""
+    return replace(base, name=base.name + "_riemann", psd_guaranteed=False, mixing=None,
+                   make_local=lambda lik, rule: riemannian_local(base.make_local(lik, rule)),
+                   description=f"{base.description}, with the Riemannian PSD correction")
+
+
+def heuristic(base: Method) -> Method:
+    """``base`` with the heuristic diagonal PSD fix (§4.5.1): always PSD, latents
+    independent per site; its energy and its reuse of the energy pass are the base's."""
+    return replace(base, name="heuristic", psd_guaranteed=True, mixing=None, ascends=None,
+                   nonnegative_if_log_concave=True,
+                   make_local=lambda lik, rule: heuristic_local(base.make_local(lik, rule)),
+                   description=f"heuristic {base.name}")
+
+
+def _quasi_newton(name, energy, make_local, description, b0_scale=B0_SCALE, **fields):
+    """A damped-BFGS form: per-site B starts at −b0_scale·I, ξ is ``qn_damping``."""
+    return Method(name, energy, lambda lik, rule, qn_damping: make_local(lik, rule, qn_damping),
+                  description=description, init_aux=bfgs_init(b0_scale), options=("qn_damping",),
+                  **fields)
+
+
+_LAPLACE = Method("laplace", "laplace", laplace_local, False, "Newton on log p(y|f) at the mean (Laplace)",
+                  mean_only=True, mixing=Mixing("residual", min_history=2, damped_only=True))
+_VI = Method("vi", "vfe", vi_local, False, "natural-gradient variational inference (CVI)",
+             reuses_energy_pass=True, ascends="vfe", mixing=Mixing("objective", depth=10))
+_PEP = Method("pep", "pep", pep_local, False, "Power EP with power α", uses_alpha=True,
+              reuses_energy_pass=True, mixing=Mixing("residual"))
+_PL2 = Method("pl2", "ep", pl2_local, False, "second-order posterior linearisation",
+              nonnegative_if_log_concave=False)
+
+#: name → Method; ``register`` adds to it.
+REGISTRY: dict[str, Method] = {m.name: m for m in (
+    _LAPLACE,
+    Method("laplace_gn", "laplace", laplace_gn_local, True, "Laplace with a Gauss–Newton Hessian",
+           mean_only=True),
+    _quasi_newton("laplace_qn", "laplace", laplace_qn_local, "Laplace with damped-BFGS Hessians",
+                  psd_guaranteed=True, mean_only=True),
+    riemannian(_LAPLACE),
+    Method("taylor", "laplace", taylor_local, True, "Taylor linearisation (iterated EKS)",
+           mean_only=True),
+    _VI,
+    Method("vi_gn", "vfe", vi_gn_local, True, "variational Gauss–Newton", reuses_energy_pass=True),
+    _quasi_newton("vi_qn", "vfe", vi_qn_local, "variational quasi-Newton (damped BFGS)",
+                  psd_guaranteed=True, reuses_energy_pass=True),
+    riemannian(_VI),
+    replace(_PEP, name="ep", uses_alpha=False,
+            description="expectation propagation (Power EP with α = 1)"),
+    _PEP,
+    _quasi_newton("pep_qn", "pep", pep_qn_local, "Power EP with damped-BFGS tilted Hessians",
+                  b0_scale=PEP_B0_SCALE, psd_guaranteed=False, uses_alpha=True,
+                  reuses_energy_pass=True, nonnegative_if_log_concave=False),
+    riemannian(_PEP),
+    Method("pl", "ep", pl_local, True, "posterior linearisation (SLR)"),
+    _PL2,
+    Method("pl2_gn", "ep", pl2_gn_local, True, "second-order PL with a Gauss–Newton Hessian"),
+    _quasi_newton("pl2_qn", "ep", pl2_qn_local, "second-order PL with damped-BFGS Hessians",
+                  psd_guaranteed=True),
+    replace(riemannian(_PL2), nonnegative_if_log_concave=True),
+    replace(_VI, name="ep_like", energy="ep",
+            description="VI sites scored by the EP energy (Li et al. 2023)"),
+)}
+#: the bases ``method="heuristic"`` may wrap (``base=``)
 HEURISTIC_BASES = ("laplace", "vi", "pep", "pl2")
-#: Methods evaluated at the posterior mean only (their J, H and the Laplace energy never
-#: read C_nn), so the global update may skip the marginal variances.
-MEAN_ONLY = frozenset({"laplace", "laplace_gn", "laplace_qn", "laplace_riemann", "taylor"})
-#: Methods whose local update differentiates what an energy they evaluate at the same
-#: state differentiates — E_q[log p(y_n|f_n)] (VI and 'ep_like': the ELBO) or
-#: log E_cavity[p^α] (PEP and EP: the PEP energy): the engine takes the derivatives from
-#: the energy pass of the previous step (their Riemannian and heuristic forms inherit
-#: this). 'ep_like' reports the EP energy but evaluates the ELBO too, for its step
-#: control (``ASCENDS_ELBO``), and that pass gives its CVI derivatives. 'vi_gn' takes
-#: its J = ∇_m L̄ from the ELBO's pass (its Gauss–Newton H needs a pass of its own), and
-#: 'vi_qn' and 'pep_qn' the secant's gradient at the current mean (the one at the previous
-#: mean needs a pass of its own). Not PL (its energy is EP's, its update SLR), which has
-#: no pass to share.
-REUSES_ENERGY_PASS = frozenset({"vi", "vi_gn", "vi_qn", "ep", "pep", "pep_qn", "ep_like"})
-#: Methods whose iteration is natural-gradient ascent of the ELBO (CVI, Khan & Lin 2017;
-#: Wilkinson et al. 2023 eq. 15), so that a small enough step increases it: the engine
-#: may reject a step that lowers the ELBO and halve ρ (``Settings.backtrack``). The
-#: Riemannian form agrees with CVI to first order in ρ (eq. 58). Not the Gauss–Newton,
-#: quasi-Newton or heuristic forms: their H is not the ELBO's, so no step size is
-#: guaranteed to increase it.
-ASCENDS_ELBO = frozenset({"vi", "vi_riemann", "ep_like"})
+#: G-KL optimises (m, C) directly (``bnlab.gkl``): a name ``infer`` accepts, not a
+#: site method
+DIRECT_METHODS = ("gkl",)
+REGISTRY["heuristic"] = replace(heuristic(_VI), description="a base method with the heuristic "
+                                "diagonal PSD fix")
 
 
-class Mixing(NamedTuple):
-    """How the engine Anderson-mixes a method's steps (``Settings.accelerate``,
-    ``bnlab.engine.anderson``)."""
-    guard: str                 # what a mixed step must pass: "objective" or "residual"
-    min_history: int = 1       # secant pairs (accepted steps since the history was last
-                               # cleared) needed before a step is mixed
-    damped_only: bool = False  # mix only when ρ < 1 (the undamped map is Newton's)
-    depth: int = 5             # secant pairs kept (for EP and Laplace 3, 8, 10 or 20
-                               # were no better)
+def method_names() -> tuple:
+    """Every name ``infer`` accepts, site methods first."""
+    return tuple(REGISTRY) + DIRECT_METHODS
 
 
-#: The methods whose steps the engine may Anderson-mix, and how. Guards: "objective" — a
-#: mixed step must not lower the ELBO (the ``ASCENDS_ELBO`` methods, under the step
-#: control); "residual" — the plain step's relative change at the mixed iterate must not
-#: exceed the one at the current iterate (EP, Power EP and Laplace, which ascend nothing
-#: the engine evaluates).
-#: Laplace mixes only when damped: its undamped step is Newton's, which converges
-#: quadratically (mixing slowed it), while near the mode the damped step contracts by
-#: only 1 − ρ, the linear rate mixing removes. And it mixes from two secant pairs on:
-#: with one, at large σ² the iteration alternated between a plain step and a rejected
-#: mixed one for tens of iterations. CVI keeps ten secant pairs, which took fewer
-#: iterations than five on the surface benchmark's grid; EP and Laplace gained nothing
-#: from ten (benchmarks/README.md, "What did not work").
-#: Not mixed: the Riemannian forms, whose point is that every iterate's site precisions
-#: stay PD (Wilkinson et al. 2023, eq. 58), which a linear extrapolation does not keep
-#: (laplace_riemann, tried, then diverged on part of that grid); laplace_gn and taylor
-#: (tried as Laplace is mixed: fewer iterations, but part of the grid then diverged
-#: cold, where their plain iteration converges everywhere); the QN forms, whose BFGS
-#: state follows the plain path; the PL and heuristic forms (not tried).
-ACCELERATED = {"vi": Mixing("objective", depth=10), "ep_like": Mixing("objective", depth=10),
-               "ep": Mixing("residual"), "pep": Mixing("residual"),
-               "laplace": Mixing("residual", min_history=2, damped_only=True)}
+METHOD_NAMES = method_names()
 
 _NONEXISTENT = {
     "pep_gn": "there is no Power-EP Gauss–Newton method: Bonnet's and Price's theorems do "
@@ -112,54 +140,37 @@ _NONEXISTENT = {
     "taylor_gn": "Taylor/EKS already is the generalised Gauss–Newton method; use 'taylor'.",
 }
 
-_LOCALS = {
-    "laplace": laplace_local, "laplace_gn": laplace_gn_local, "taylor": taylor_local,
-    "vi": vi_local, "vi_gn": vi_gn_local, "ep": pep_local, "pep": pep_local,
-    "pl": pl_local, "pl2": pl2_local, "pl2_gn": pl2_gn_local, "ep_like": vi_local,
-}
-_QN = {"laplace_qn": laplace_qn_local, "vi_qn": vi_qn_local, "pl2_qn": pl2_qn_local,
-       "pep_qn": pep_qn_local}
+
+def register(method: Method) -> Method:
+    """Add ``method`` to the registry: ``infer``, the surfaces and the lab's engine
+    accept its name from then on."""
+    if method.name in REGISTRY or method.name in DIRECT_METHODS or method.name in _NONEXISTENT:
+        raise ValueError(f"a method named {method.name!r} already exists")
+    REGISTRY[method.name] = method
+    return method
 
 
 def check_method_name(name: str):
     if name in _NONEXISTENT:
         raise ValueError(f"method {name!r}: {_NONEXISTENT[name]}")
-    if name not in METHOD_NAMES:
-        raise ValueError(f"unknown method {name!r}; choose one of {', '.join(METHOD_NAMES)}")
+    if name not in REGISTRY and name not in DIRECT_METHODS:
+        raise ValueError(f"unknown method {name!r}; choose one of {', '.join(method_names())}")
 
 
-def build_method(name: str, likelihood, rule, *, base: str = "vi", qn_damping: float = 0.5) -> Method:
-    """The site method ``name`` for ``likelihood`` with cubature ``rule``.
+def resolve(name: str, *, base: str = "vi", qn_damping: float = 0.5) -> tuple[Method, dict]:
+    """The site method ``name`` and the options its ``make_local`` takes.
 
     ``base`` picks the method the heuristic PSD fix wraps; ``qn_damping`` is ξ of the
     damped BFGS update (the paper's experiments use 0.3–0.5)."""
     check_method_name(name)
-    if name == "gkl":
-        raise ValueError("'gkl' optimises (m, C) directly and has no site update")
+    if name in DIRECT_METHODS:
+        raise ValueError(f"{name!r} optimises (m, C) directly and has no site update")
+    if not 0 < qn_damping < 1:
+        raise ValueError(f"qn_damping ξ must lie in (0, 1), got {qn_damping}")
+    method = REGISTRY[name]
     if name == "heuristic":
         if base not in HEURISTIC_BASES:
             raise ValueError(f"heuristic: base must be one of {HEURISTIC_BASES}, got {base!r}")
-        inner = build_method(base, likelihood, rule)
-        return Method("heuristic", inner.energy, heuristic(inner.local), True,
-                      inner.uses_alpha, inner.init_aux, f"heuristic {base}",
-                      inner.uses_covariance, inner.reuses_energy_pass)
-    energy, psd, uses_alpha, description = SITE_METHODS[name]
-    if not 0 < qn_damping < 1:
-        raise ValueError(f"qn_damping ξ must lie in (0, 1), got {qn_damping}")
-    if name in _QN:
-        scale = PEP_B0_SCALE if name == "pep_qn" else B0_SCALE
-        return Method(name, energy, _QN[name](likelihood, rule, qn_damping), psd, uses_alpha,
-                      bfgs_init(scale), description, name not in MEAN_ONLY,
-                      name in REUSES_ENERGY_PASS)
-    if name.endswith("_riemann"):
-        inner = build_method(name[: -len("_riemann")], likelihood, rule)
-        return Method(name, energy, riemannian(inner.local), psd, uses_alpha,
-                      inner.init_aux, description, name not in MEAN_ONLY,
-                      inner.reuses_energy_pass, _ascends(name))
-    return Method(name, energy, _LOCALS[name](likelihood, rule), psd, uses_alpha,
-                  description=description, uses_covariance=name not in MEAN_ONLY,
-                  reuses_energy_pass=name in REUSES_ENERGY_PASS, ascends=_ascends(name))
-
-
-def _ascends(name):
-    return "vfe" if name in ASCENDS_ELBO else None
+        method = heuristic(REGISTRY[base])
+    options = {"qn_damping": qn_damping}
+    return method, {k: v for k, v in options.items() if k in method.options}

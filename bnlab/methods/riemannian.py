@@ -19,10 +19,10 @@ from ..sites import heuristic_psd
 from ..linalg.small_blocks import inv_small, sym
 from .base import LocalInput, LocalUpdate
 
-__all__ = ["riemannian", "heuristic"]
+__all__ = ["riemannian_local", "heuristic_local"]
 
 
-def riemannian(base_local):
+def riemannian_local(base_local):
     def local(inp: LocalInput):
         upd, aux = base_local(inp)
         G = inp.prec + upd.H
@@ -31,7 +31,7 @@ def riemannian(base_local):
     return local
 
 
-def heuristic(base_local):
+def heuristic_local(base_local):
     def local(inp: LocalInput):
         upd, aux = base_local(inp)
         return LocalUpdate(upd.J, -heuristic_psd(-upd.H), upd.mean, upd.ok), aux

@@ -7,7 +7,7 @@ import importlib
 
 import bnlab
 from bnlab import kernels, likelihoods
-from bnlab.methods.registry import HEURISTIC_BASES, METHOD_NAMES, SITE_METHODS
+from bnlab.methods.registry import HEURISTIC_BASES, METHOD_NAMES, REGISTRY
 
 DATASETS = {
     "classification_1d": "Classification (1-D, ±1 labels)",
@@ -43,9 +43,9 @@ KERNEL_LABELS = {"matern12": "Matérn 1/2", "matern32": "Matérn 3/2", "matern52
 MODELS = {"full": "Full GP", "sparse": "Sparse GP (inducing points)",
           "markov": "Markov GP (state space, 1-D)"}
 
-METHODS = {name: (SITE_METHODS[name][3] if name in SITE_METHODS
+METHODS = {name: (REGISTRY[name].description if name in REGISTRY
                   else "Gaussian KL with a structured covariance (G-KL)") for name in METHOD_NAMES}
-ALPHA_METHODS = tuple(n for n, spec in SITE_METHODS.items() if spec[2])
+ALPHA_METHODS = tuple(n for n, method in REGISTRY.items() if method.uses_alpha)
 BASES = HEURISTIC_BASES
 
 GKL_COVARIANCES = ("full", "diagonal", "banded", "chevron", "subspace", "factor_analysis")

@@ -8,8 +8,13 @@ from __future__ import annotations
 
 import param
 
-from ..methods.registry import ACCELERATED, ASCENDS_ELBO
+from ..methods.registry import REGISTRY
 from . import catalog
+
+#: the methods whose iteration ascends the ELBO (the step control applies) and those
+#: Anderson acceleration may mix, read from their records
+ASCENDS_ELBO = frozenset(n for n, m in REGISTRY.items() if m.ascends == "vfe")
+ACCELERATED = {n: m.mixing for n, m in REGISTRY.items() if m.mixing is not None}
 
 #: parameters written to / read from the page URL (a teacher's shareable link)
 URL_PARAMS = ("dataset", "n", "likelihood", "kernel", "lengthscale", "variance", "period",

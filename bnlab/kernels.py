@@ -22,11 +22,19 @@ __all__ = ["Kernel", "Matern12", "Matern32", "Matern52", "RBF", "Periodic", "KER
 
 
 def _scaled_sqdist(X1, X2, lengthscale):
-    """Squared Euclidean distance between rows of X1/ℓ and X2/ℓ (ℓ scalar or ARD)."""
-    A = X1 / lengthscale
-    B = X2 / lengthscale
-    sq = (jnp.sum(A**2, -1)[:, None] + jnp.sum(B**2, -1)[None, :] - 2.0 * A @ B.T)
-    return jnp.maximum(sq, 0.0)
+    """Squared Euclidean distance between rows of X1/ℓ and X2/ℓ (ℓ scalar or ARD),
+    from the coordinate differences x_d − x'_d.
+
+    The expansion |a|² + |b|² − 2a·b cancels catastrophically when |x|/ℓ is large
+    (raw timestamps, tiny lengthscales): its absolute error is ε(|a|² + |b|²), which
+    exceeds the distance itself (even on the diagonal, where it must be 0). The
+    differences are exact up to the inputs' own rounding, whatever the offset or ℓ.
+    The (N1, D, N2) difference array is reduced over D inside one fused loop (the
+    minor axis stays N2, which vectorises); its gradient may hold it in memory.
+    """
+    inv = jnp.broadcast_to(1.0 / jnp.asarray(lengthscale), X1.shape[-1:])
+    diff = (X1[:, :, None] - X2.T[None, :, :]) * inv[None, :, None]
+    return jnp.sum(diff**2, 1)
 
 
 def _scaled_dist(X1, X2, lengthscale):

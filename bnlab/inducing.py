@@ -60,8 +60,13 @@ def kmeans_plus_plus(X, num_inducing: int, seed: int = 0):
 
 @partial(jax.jit, static_argnums=(1, 2, 3))
 def kmeans(X, num_inducing: int, seed: int = 0, iters: int = KMEANS_ITERS):
-    """Cluster centres after ``iters`` Lloyd iterations from k-means++ seeding."""
+    """Cluster centres after ``iters`` Lloyd iterations from k-means++ seeding.
+
+    The inputs are centred first: the assignment step's |x|² − 2x·c + |c|² would
+    otherwise cancel for inputs far from the origin (raw timestamps)."""
     X = jnp.asarray(X)
+    offset = jnp.mean(X, 0)
+    X = X - offset
     centres0 = kmeans_plus_plus(X, num_inducing, seed)
     x2 = jnp.sum(X**2, 1)
 
@@ -72,7 +77,7 @@ def kmeans(X, num_inducing: int, seed: int = 0, iters: int = KMEANS_ITERS):
         sums = onehot.T @ X
         return jnp.where(counts[:, None] > 0, sums / jnp.maximum(counts, 1)[:, None], C)
 
-    return jax.lax.fori_loop(0, iters, lloyd, centres0)
+    return jax.lax.fori_loop(0, iters, lloyd, centres0) + offset
 
 
 def initial_inducing(X, num_inducing: int, method: str = "kmeans", seed: int = 0):

@@ -7,21 +7,42 @@ import numpy as np
 
 from .engine.loop import Settings, State, Trace, get_engine
 from .methods.registry import check_method_name
+from .hyperparameters import real_number
 from .model import validate_inputs
 
-__all__ = ["infer", "InferenceResult", "validate_settings", "prepare_data"]
+__all__ = ["infer", "InferenceResult", "validate_settings", "check_max_iters", "prepare_data",
+           "MAX_ITERS"]
+
+
+MAX_ITERS = 100_000
+"""The most iterations ``infer`` runs: far beyond any method's convergence here, and
+the trace it may hold (a few numbers per iteration) stays in megabytes."""
+
+
+def check_max_iters(max_iters) -> int:
+    """``max_iters`` as an int in [1, ``MAX_ITERS``] (an integral float such as 1e4 is
+    accepted; a fraction, string or bool is a TypeError)."""
+    value = real_number("max_iters", max_iters)
+    if not value.is_integer():
+        raise TypeError(f"max_iters must be an integer, got {max_iters!r}")
+    if not 1 <= value <= MAX_ITERS:
+        raise ValueError(f"max_iters must be an integer from 1 to {MAX_ITERS} "
+                         f"(bnlab.inference.MAX_ITERS), got {max_iters!r}")
+    return int(value)
 
 
 def validate_settings(method, alpha, damping, max_iters, tol):
     check_method_name(method)
+    alpha = real_number("alpha", alpha)
     if not (np.isfinite(alpha) and 0 < alpha <= 1):
         raise ValueError(f"alpha (the Power-EP power) must lie in (0, 1], got {alpha}")
     if method == "ep" and alpha != 1:
         raise ValueError(f"method 'ep' is Power EP with α = 1; for α = {alpha} use method='pep'")
+    damping = real_number("damping", damping)
     if not (np.isfinite(damping) and 0 < damping <= 1):
         raise ValueError(f"damping ρ must lie in (0, 1], got {damping}")
-    if int(max_iters) < 1:
-        raise ValueError(f"max_iters must be at least 1, got {max_iters}")
+    check_max_iters(max_iters)
+    tol = real_number("tol", tol)
     if not (np.isfinite(tol) and tol > 0):
         raise ValueError(f"tol must be positive, got {tol}")
 
@@ -68,7 +89,7 @@ class InferenceResult:
     def predict(self, X_test):
         """Latent predictive mean and variance at X_test ((Ns,) each for one latent;
         (Ns, D) and (Ns, D, D) for D latents)."""
-        Xs = jnp.asarray(validate_inputs(X_test, "X_test"))
+        Xs = jnp.asarray(validate_inputs(X_test, "X_test", width=self.X.shape[1]))
         mean, cov = self.engine.predict(self.params, self.X, self.state, Xs)
         if mean.shape[1] == 1:
             return np.asarray(mean[:, 0]), np.asarray(cov[:, 0, 0])
@@ -90,7 +111,7 @@ class InferenceResult:
 
     def log_predictive(self, X_test, y_test, reduce="mean"):
         """log ∫ p(y*|f*) q(f*) df* per test point (``reduce="none"``) or their mean."""
-        Xs = jnp.asarray(validate_inputs(X_test, "X_test"))
+        Xs = jnp.asarray(validate_inputs(X_test, "X_test", width=self.X.shape[1]))
         ys = jnp.asarray(self.engine.lik.validate_targets(y_test))
         if Xs.shape[0] != ys.shape[0]:
             raise ValueError(f"X_test has {Xs.shape[0]} rows but y_test has {ys.shape[0]}")
@@ -106,7 +127,8 @@ class InferenceResult:
 def infer(model, X, y, method="vi", *, alpha=1.0, damping=0.5, max_iters=200, tol=1e-8,
           backtracking=True, acceleration=True, params=None,
           cubature=("gauss_hermite", 20), **options) -> InferenceResult:
-    """Run ``method`` on ``model`` to convergence.
+    """Run ``method`` on ``model`` to convergence, or for at most ``max_iters``
+    iterations (an integer from 1 to ``MAX_ITERS``).
 
     ``backtracking``: for the methods that ascend the ELBO ('vi', 'vi_riemann',
     'ep_like'), reject a step that lowers it and halve the next step (``bnlab.engine``);
@@ -117,13 +139,16 @@ def infer(model, X, y, method="vi", *, alpha=1.0, damping=0.5, max_iters=200, to
     test guards it; ``Method.mixing``): the same fixed point in fewer
     iterations; False gives the papers' path.
     ``params`` overrides the model's hyperparameters (a dict like
-    ``model.init_params()``); ``cubature`` is (rule, order) for the expectations;
+    ``model.init_params()``, checked: finite positive values, an ARD lengthscale one per
+    input column); ``cubature`` is (rule, order) for the expectations;
     ``options`` are method options (``base`` for 'heuristic', ``qn_damping`` ξ,
     ``covariance`` … for 'gkl')."""
     validate_settings(method, alpha, damping, max_iters, tol)
+    max_iters = check_max_iters(max_iters)
     X, y = prepare_data(model, X, y)
     if params is None:
         params = model.init_params()
+    model.check_params(params, X.shape[1])
     if method == "gkl":
         from .gkl.method import infer_gkl
         return infer_gkl(model, X, y, params=params, max_iters=max_iters, tol=tol,

@@ -16,17 +16,26 @@ Rasmussen & Williams (2006), eqs. 4.14 (Matérn), 4.9 (RBF), 4.31 (periodic, Mac
 from __future__ import annotations
 
 import jax.numpy as jnp
-import numpy as np
+
+from .hyperparameters import check_keys, positive
 
 __all__ = ["Kernel", "Matern12", "Matern32", "Matern52", "RBF", "Periodic", "KERNELS"]
 
 
 def _scaled_sqdist(X1, X2, lengthscale):
-    """Squared Euclidean distance between rows of X1/ℓ and X2/ℓ (ℓ scalar or ARD)."""
-    A = X1 / lengthscale
-    B = X2 / lengthscale
-    sq = (jnp.sum(A**2, -1)[:, None] + jnp.sum(B**2, -1)[None, :] - 2.0 * A @ B.T)
-    return jnp.maximum(sq, 0.0)
+    """Squared Euclidean distance between rows of X1/ℓ and X2/ℓ (ℓ scalar or ARD),
+    from the coordinate differences x_d − x'_d.
+
+    The expansion |a|² + |b|² − 2a·b cancels catastrophically when |x|/ℓ is large
+    (raw timestamps, tiny lengthscales): its absolute error is ε(|a|² + |b|²), which
+    exceeds the distance itself (even on the diagonal, where it must be 0). The
+    differences are exact up to the inputs' own rounding, whatever the offset or ℓ.
+    The (N1, D, N2) difference array is reduced over D inside one fused loop (the
+    minor axis stays N2, which vectorises); its gradient may hold it in memory.
+    """
+    inv = jnp.broadcast_to(1.0 / jnp.asarray(lengthscale), X1.shape[-1:])
+    diff = (X1[:, :, None] - X2.T[None, :, :]) * inv[None, :, None]
+    return jnp.sum(diff**2, 1)
 
 
 def _scaled_dist(X1, X2, lengthscale):
@@ -44,16 +53,24 @@ class Kernel:
     markovian = False
 
     def __init__(self, lengthscale=1.0, variance=1.0):
-        self.lengthscale = np.asarray(lengthscale, dtype=float)
-        self.variance = float(variance)
-        if np.any(self.lengthscale <= 0) or self.variance <= 0:
-            raise ValueError(
-                f"{type(self).__name__}: lengthscale and variance must be positive, "
-                f"got lengthscale={lengthscale}, variance={variance}")
+        name = type(self).__name__
+        self.lengthscale = positive(f"{name} lengthscale", lengthscale, vector=True)
+        self.variance = float(positive(f"{name} variance", variance))
 
     def init_params(self) -> dict:
         return {"lengthscale": jnp.asarray(self.lengthscale),
                 "variance": jnp.asarray(self.variance)}
+
+    def check_params(self, params, width: int, where: str = "params['kernel']"):
+        """``params`` (keys as ``init_params()``) for inputs with ``width`` columns:
+        every value finite and positive, an ARD lengthscale one entry per column."""
+        check_keys(where, params, self.init_params())
+        for key, value in params.items():
+            arr = positive(f"{where}[{key!r}]", value, vector=key == "lengthscale")
+            if arr.ndim == 1 and arr.size != width:
+                raise ValueError(f"{where}['lengthscale'] has {arr.size} entries but the inputs "
+                                 f"have {width} column(s): give one lengthscale per column "
+                                 f"(ARD) or a scalar")
 
     def correlation(self, params, X1, X2):
         """k(x, x') / σ² as an (N1, N2) matrix."""
@@ -125,9 +142,7 @@ class Periodic(Kernel):
 
     def __init__(self, lengthscale=1.0, variance=1.0, period=1.0):
         super().__init__(lengthscale, variance)
-        if period <= 0:
-            raise ValueError(f"Periodic: period must be positive, got {period}")
-        self.period = float(period)
+        self.period = float(positive("Periodic period", period))
 
     def init_params(self):
         return {**super().init_params(), "period": jnp.asarray(self.period)}

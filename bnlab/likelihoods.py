@@ -26,6 +26,7 @@ import numpy as np
 from jax.scipy.special import gammaln, logsumexp, ndtr
 
 from . import cubature
+from .hyperparameters import check_keys, positive
 from .special import inverse_mills_ratio, log_ndtr, ndtr_pair
 
 __all__ = ["Likelihood", "Gaussian", "Bernoulli", "Poisson", "StudentT", "Laplace",
@@ -68,9 +69,8 @@ def log_softplus(x):
 
 
 def _positive(name, **values):
-    for key, v in values.items():
-        if not np.all(np.asarray(v) > 0):
-            raise ValueError(f"{name}: {key} must be positive, got {v}")
+    """Each value as a float, finite and positive (``hyperparameters.positive``)."""
+    return [float(positive(f"{name} {key}", v)) for key, v in values.items()]
 
 
 class Likelihood:
@@ -83,6 +83,13 @@ class Likelihood:
 
     def init_params(self) -> dict:
         return {}
+
+    def check_params(self, params, where: str = "params['likelihood']"):
+        """``params`` (keys as ``init_params()``): every value a finite positive number
+        (each likelihood here is parametrised by variances, scales and degrees of freedom)."""
+        check_keys(where, params, self.init_params())
+        for key, value in params.items():
+            positive(f"{where}[{key!r}]", value)
 
     # --- the model -----------------------------------------------------------------
     def log_prob(self, params, y, f):
@@ -199,8 +206,7 @@ class Gaussian(Likelihood):
     gaussian_form = True
 
     def __init__(self, noise=0.1):
-        _positive("Gaussian", noise=noise)
-        self.noise = float(noise)
+        self.noise, = _positive("Gaussian", noise=noise)
 
     def init_params(self):
         return {"noise": jnp.asarray(self.noise)}
@@ -402,8 +408,7 @@ class StudentT(Likelihood):
     name = "student_t"
 
     def __init__(self, df=4.0, scale=0.1):
-        _positive("StudentT", df=df, scale=scale)
-        self.df, self.scale = float(df), float(scale)
+        self.df, self.scale = _positive("StudentT", df=df, scale=scale)
 
     def init_params(self):
         return {"df": jnp.asarray(self.df), "scale": jnp.asarray(self.scale)}
@@ -431,8 +436,7 @@ class Laplace(Likelihood):
     log_concave = True
 
     def __init__(self, scale=0.1):
-        _positive("Laplace", scale=scale)
-        self.scale = float(scale)
+        self.scale, = _positive("Laplace", scale=scale)
 
     def init_params(self):
         return {"scale": jnp.asarray(self.scale)}
@@ -495,8 +499,7 @@ class Product(Likelihood):
     gaussian_form = True
 
     def __init__(self, noise=0.1):
-        _positive("Product", noise=noise)
-        self.noise = float(noise)
+        self.noise, = _positive("Product", noise=noise)
 
     def init_params(self):
         return {"noise": jnp.asarray(self.noise)}

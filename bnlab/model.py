@@ -13,6 +13,8 @@ data point n is contiguous (Wilkinson et al. 2023, eq. 1).
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import jax.numpy as jnp
 import numpy as np
 
@@ -22,13 +24,17 @@ from .likelihoods import Likelihood
 __all__ = ["GP", "validate_inputs"]
 
 
-def validate_inputs(X, name="X") -> np.ndarray:
-    """X as a float (N, d) array; NaN/inf rows named in the error."""
+def validate_inputs(X, name="X", width=None) -> np.ndarray:
+    """X as a float (N, d) array; NaN/inf rows named in the error. ``width``: the d
+    required (test inputs need the training inputs' columns)."""
     X = np.asarray(X, dtype=float)
     if X.ndim == 1:
         X = X[:, None]
     if X.ndim != 2 or X.shape[0] == 0:
         raise ValueError(f"{name} must be a non-empty (N, d) array, got shape {X.shape}")
+    if width is not None and X.shape[1] != width:
+        trained = "one-dimensional inputs" if width == 1 else f"inputs with {width} columns"
+        raise ValueError(f"{name} has {X.shape[1]} column(s) but the model was trained on {trained}")
     bad = ~np.all(np.isfinite(X), axis=1)
     if bad.any():
         rows = np.flatnonzero(bad)
@@ -68,6 +74,34 @@ class GP:
     def init_params(self) -> dict:
         return {"kernel": [k.init_params() for k in self.kernels],
                 "likelihood": self.likelihood.init_params()}
+
+    def check_params(self, params, width: int):
+        """``params`` has the form of ``init_params()`` with finite positive values, an
+        ARD lengthscale one per input column (``width``); a clear error names the
+        entry (in the engine a negative lengthscale would run as its absolute value)."""
+        optional = {"inducing"} if self.structure == "sparse" else set()
+        form = {"kernel": [sorted(k.init_params()) for k in self.kernels],
+                "likelihood": sorted(self.likelihood.init_params())}
+        if not isinstance(params, Mapping):
+            raise TypeError(f"params must be a dict like model.init_params(), {form}; "
+                            f"got {params!r}")
+        missing = sorted({"kernel", "likelihood"} - set(params))
+        unknown = sorted(set(params) - {"kernel", "likelihood"} - optional, key=str)
+        if missing or unknown:
+            raise ValueError(f"params must be a dict like model.init_params(), {form}: "
+                             f"missing {missing}, unknown {unknown}")
+        kernels = params["kernel"]
+        if not isinstance(kernels, (list, tuple)) or len(kernels) != len(self.kernels):
+            raise ValueError(f"params['kernel'] must be a list of {len(self.kernels)} dict(s), "
+                             f"one per latent function, got {kernels!r}")
+        for i, (kernel, kp) in enumerate(zip(self.kernels, kernels)):
+            kernel.check_params(kp, width, f"params['kernel'][{i}]")
+        self.likelihood.check_params(params["likelihood"])
+        if "inducing" in params:
+            Z = np.asarray(params["inducing"])
+            if Z.ndim != 2 or Z.shape[1] != width or not np.all(np.isfinite(Z)):
+                raise ValueError(f"params['inducing'] must be a finite (M, {width}) array, "
+                                 f"got shape {Z.shape}")
 
     def prior_covariance(self, params, X1, X2):
         """Prior covariance between the stacked latents at X1 and X2: (N1·D, N2·D)."""

@@ -62,9 +62,9 @@ def test_nan_targets_named():
 
 
 def test_invalid_hyperparameters_and_kernel_count():
-    with pytest.raises(ValueError, match="lengthscale and variance must be positive"):
+    with pytest.raises(ValueError, match="Matern52 lengthscale must be positive"):
         bnlab.kernels.Matern52(lengthscale=-1.0)
-    with pytest.raises(ValueError, match="noise must be positive"):
+    with pytest.raises(ValueError, match="Gaussian noise must be positive"):
         bnlab.likelihoods.Gaussian(noise=0.0)
     with pytest.raises(ValueError, match="2 latent function"):
         bnlab.GP(kernel=[bnlab.kernels.Matern52()] * 3, likelihood=bnlab.likelihoods.Heteroscedastic())

@@ -165,14 +165,14 @@ class GKLResult:
     def predict(self, X_test):
         """Latent predictive mean K*ᵀK⁻¹m and variance k** − K*ᵀK⁻¹K* + K*ᵀK⁻¹SK⁻¹K*
         ([CB] App. F.1)."""
-        Xs = jnp.asarray(validate_inputs(X_test, "X_test"))
+        Xs = jnp.asarray(validate_inputs(X_test, "X_test", width=self.X.shape[1]))
         mean, var = self._predict(self.params, self._X_sorted, self._prior, self._S,
                                   self._solution.vparams["mean"], Xs)
         return np.asarray(mean), np.asarray(var)
 
     def log_predictive(self, X_test, y_test, reduce="mean"):
         """log ∫ p(y*|f*) q(f*) df* per test point (``reduce="none"``) or their mean."""
-        Xs = jnp.asarray(validate_inputs(X_test, "X_test"))
+        Xs = jnp.asarray(validate_inputs(X_test, "X_test", width=self.X.shape[1]))
         ys = jnp.asarray(self.model.likelihood.validate_targets(y_test))
         if Xs.shape[0] != ys.shape[0]:
             raise ValueError(f"X_test has {Xs.shape[0]} rows but y_test has {ys.shape[0]}")

@@ -184,6 +184,7 @@ def joint(model, X, y, method="vi", *, params=None, learn=None, steps=300, learn
     validate_settings(method, alpha, damping, max_iters, tol)
     X, y = prepare_data(model, X, y)
     params = model.init_params() if params is None else params
+    model.check_params(params, X.shape[1])
     names, to_free, from_free = learnable(model, params, learn)
     engine = get_engine(model, method, cubature)
     settings = Settings(jnp.asarray(float(alpha)), jnp.asarray(float(damping)), jnp.asarray(float(tol)),
@@ -239,6 +240,7 @@ def hybrid(model, X, y, *, params=None, learn=None, outer=10000, e_steps=20, m_s
         raise ValueError(f"e_rate must lie in (0, 1] and m_rate be positive, got {e_rate}, {m_rate}")
     X, y = prepare_data(model, X, y)
     params = model.init_params() if params is None else params
+    model.check_params(params, X.shape[1])
     names, to_free, from_free = learnable(model, params, learn)
     vi = get_engine(model, "vi", cubature)
     e_settings = Settings(jnp.asarray(1.0), jnp.asarray(float(e_rate)), jnp.asarray(1e-8))

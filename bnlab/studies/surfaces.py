@@ -65,7 +65,10 @@ def grid_axes(model, grid) -> list[tuple[str, np.ndarray]]:
         if name not in known:
             raise ValueError(f"unknown grid parameter {name!r} for {model!r}; "
                              f"choose from {sorted(known)}")
-        v = np.asarray(values, dtype=float)
+        try:
+            v = np.asarray(values, dtype=float)
+        except (TypeError, ValueError):
+            raise TypeError(f"grid axis {name!r} must hold numbers, got {values!r}") from None
         if v.ndim != 1 or v.size == 0:
             raise ValueError(f"grid axis {name!r} must be a non-empty 1-D array, got shape {v.shape}")
         if not np.all(np.isfinite(v)):
@@ -267,6 +270,7 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
     if with_test:
         X_test, y_test = prepare_data(model, X_test, y_test)
     base = model.init_params() if params is None else params
+    model.check_params(base, X.shape[1])
     method_options = method_options or {}
     N, D = X.shape[0], model.num_latents
     chunk = int(chunk_size) if chunk_size is not None else shape[1]

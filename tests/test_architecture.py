@@ -8,7 +8,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "bnlab"
 
 #: bottom to top; units in one layer may not import each other
 LAYERS = [
-    {"_runtime", "special", "linalg"},
+    {"_runtime", "special", "linalg", "hyperparameters"},
     {"cubature", "kernels", "sites", "inducing", "datasets"},
     {"likelihoods"},
     {"model"},

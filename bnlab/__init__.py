@@ -7,6 +7,10 @@ from .threads import limit_openblas_threads  # noqa: E402
 
 limit_openblas_threads()
 
+from ._runtime.xla_cache import enable_xla_cache  # noqa: E402
+
+enable_xla_cache()
+
 from . import cubature, datasets, kernels, likelihoods  # noqa: E402
 from .compiled import clear_compiled  # noqa: E402
 from .inference import InferenceResult, infer  # noqa: E402

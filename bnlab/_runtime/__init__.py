@@ -1,0 +1,1 @@
+"""Process-wide runtime settings: compiled-program caches, threads, disk caches."""

@@ -66,6 +66,10 @@ def _surface(args):
         methods.append("mcmc")
     has_test = len(data.y_test) > 0
     grid = _grid(args.grid)
+    client = None
+    if args.scheduler:
+        from distributed import Client
+        client = Client(args.scheduler)
     bar = _Bar("surface")
     try:
         surf = bnlab.surface(model, data.X, data.y, methods=methods, grid=grid,
@@ -74,10 +78,13 @@ def _surface(args):
                              damping=args.damping, max_iters=args.max_iters,
                              backtracking=not args.no_backtracking,
                              acceleration=not args.no_acceleration, progress=bar,
+                             client=client, store=args.store,
                              mcmc_options={"num_temps": args.temps, "num_chains": args.chains,
                                            "seed": args.seed})
     finally:
         bar.close()
+        if client is not None:
+            client.close()
     surf.to_netcdf(args.out)
     per_n = surf.log_marginal_per_n
     for m in surf["scheme"].values:
@@ -134,6 +141,10 @@ def build_parser():
     s.add_argument("--chains", type=int, default=16, help="AIS chains per grid point")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--out", required=True, help="output netCDF file")
+    s.add_argument("--store", default=None, metavar="PATH",
+                   help="Zarr store of finished blocks: a rerun resumes from it")
+    s.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="Dask scheduler (e.g. tcp://host:8786): grid blocks run on its workers")
     s.set_defaults(run=_surface)
     r = sub.add_parser("reproduce", help="reproduce a paper's table")
     r.add_argument("paper", choices=("li2023",))

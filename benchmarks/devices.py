@@ -1,0 +1,82 @@
+"""Surface time per grid point on one device and on every device of this process, and
+the ratio.
+
+    python benchmarks/devices.py [--side 21] [--repeats 2] [--large]
+    XLA_FLAGS=--xla_force_host_platform_device_count=2 python benchmarks/devices.py
+
+Data: ``bnlab.datasets.synthetic_probit``, n = 281 (the IONOSPHERE training size), d = 10;
+four methods (Laplace, VI, EP, EP-like), a side × side grid over log ℓ ∈ [−1, 5],
+log σ² ∈ [−2, 10]. Both sides are compiled first, then timed ``--repeats`` times,
+alternating, each keeping its fastest run. One thread per device (``workers=1``), so
+"all devices" is the only source of parallelism. ``--large`` also times n = 1000 and 5000
+on all devices (meant for a GPU). OpenBLAS is limited to one thread.
+"""
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import time  # noqa: E402
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+
+import bnlab  # noqa: E402
+from bnlab.datasets import synthetic_probit  # noqa: E402
+
+METHODS = ["laplace", "vi", "ep", "ep_like"]
+
+
+def grid(side):
+    return {"lengthscale": np.exp(np.linspace(-1, 5, side)),
+            "variance": np.exp(np.linspace(-2, 10, side))}
+
+
+def best_time(run, repeats):
+    best = np.inf
+    for _ in range(repeats):
+        t = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--side", type=int, default=21)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--large", action="store_true", help="also n = 1000 and 5000 (GPU)")
+    args = ap.parse_args()
+    devices = jax.local_devices()
+    model = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.Bernoulli("probit"))
+    X, y = synthetic_probit()
+    g = grid(args.side)
+    points = args.side ** 2
+
+    def run(k):
+        return bnlab.surface(model, X, y, methods=METHODS, grid=g, devices=k, workers=1)
+
+    one, every = run(1), run(len(devices))          # compile both
+    np.testing.assert_allclose(one.log_marginal.values, every.log_marginal.values, rtol=0, atol=0)
+    t = {1: np.inf, len(devices): np.inf}
+    for _ in range(args.repeats):
+        for k in t:
+            t[k] = min(t[k], best_time(lambda: run(k), 1))
+    print(f"{devices[0].platform} × {len(devices)} ({devices[0].device_kind}), n = {len(y)}, "
+          f"{args.side} × {args.side} grid, {len(METHODS)} methods")
+    print(f"  1 device:      {1e3 * t[1] / points:8.2f} ms per grid point ({t[1]:.2f} s)")
+    k = len(devices)
+    print(f"  {k} device(s):   {1e3 * t[k] / points:8.2f} ms per grid point ({t[k]:.2f} s)")
+    print(f"  ratio 1 / all: {t[1] / t[k]:.2f}")
+    if args.large:
+        for n in (1000, 5000):
+            Xl, yl = synthetic_probit(n=n)
+            small = grid(5)
+            bnlab.surface(model, Xl, yl, methods=METHODS, grid=small, workers=1)
+            tl = best_time(lambda: bnlab.surface(model, Xl, yl, methods=METHODS, grid=small,
+                                                 workers=1), 1)
+            print(f"  n = {n}: {1e3 * tl / 25:.1f} ms per grid point on all devices (5 × 5 grid)")
+
+
+if __name__ == "__main__":
+    main()

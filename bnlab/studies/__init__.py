@@ -1,0 +1,1 @@
+"""Studies over many fits: surfaces, their devices, stores and clusters."""

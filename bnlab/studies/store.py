@@ -59,14 +59,14 @@ class BlockStore:
                 dims = (f"{kind}__unit",) + tuple(f"{kind}__{field}_{i}" for i in range(len(shape)))
                 data[f"{kind}__{field}"] = (dims, da.zeros((units,) + tuple(shape), dtype=dtype,
                                                            chunks=(1,) + tuple(shape)))
-            data[f"{kind}__checksum"] = ((f"{kind}__unit",), da.zeros(units, "int64", chunks=1))
+            data[f"{kind}__checksum"] = ((f"{kind}__unit",), da.zeros(units, dtype="int64", chunks=1))
         ds = xr.Dataset(data, attrs={_ATTR: json.dumps(prints, sort_keys=True)})
         encoding = {v: {"_FillValue": None} for v in ds.data_vars}
-        ds.to_zarr(self.path, mode="w-", compute=False, encoding=encoding)
+        ds.to_zarr(self.path, mode="w-", compute=False, encoding=encoding, consolidated=False)
 
     def _check(self, prints):
         try:
-            stored = json.loads(xr.open_zarr(self.path).attrs[_ATTR])
+            stored = json.loads(self._open().attrs[_ATTR])
         except Exception as exc:   # not a Zarr store, or not one of bnlab's
             raise ValueError(f"store {self.path!r} exists but is not a bnlab surface store "
                              f"({type(exc).__name__}: {exc}); choose another path") from None
@@ -75,14 +75,18 @@ class BlockStore:
             raise ValueError(f"store {self.path!r} holds a run with different "
                              f"{', '.join(differ)}; use a new store path (or delete this one) "
                              f"to compute with these arguments")
-        layout_ok = all(f"{kind}__checksum" in xr.open_zarr(self.path).data_vars
+        layout_ok = all(f"{kind}__checksum" in self._open().data_vars
                         for kind in self.layout)
         if not layout_ok:
             raise ValueError(f"store {self.path!r} does not match this run's layout")
 
+    def _open(self):
+        # raw values: a masked int64 marker would come back as float64, losing digits
+        return xr.open_zarr(self.path, consolidated=False, mask_and_scale=False)
+
     def load(self) -> dict[str, dict[int, dict]]:
         """{kind: {block: arrays}} of every block whose checksum verifies."""
-        ds = xr.open_zarr(self.path)
+        ds = self._open()
         found = {}
         for kind, (units, fields) in self.layout.items():
             found[kind] = {}
@@ -104,6 +108,6 @@ class BlockStore:
         region = {dim: slice(unit, unit + 1)}
         data = {f"{kind}__{f}": ((dim,) + tuple(f"{kind}__{f}_{i}" for i in range(a.ndim)), a[None])
                 for f, a in arrays.items()}
-        xr.Dataset(data).to_zarr(self.path, region=region)
+        xr.Dataset(data).to_zarr(self.path, region=region, consolidated=False)
         xr.Dataset({f"{kind}__checksum": ((dim,), np.array([_checksum(arrays)], "int64"))}
-                   ).to_zarr(self.path, region=region)
+                   ).to_zarr(self.path, region=region, consolidated=False)

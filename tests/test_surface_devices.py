@@ -1,5 +1,6 @@
 """bnlab.surface and AIS on several JAX devices: a subprocess with two forced CPU devices
-computes the same surface on one device and on both — equal values, attrs["devices"]."""
+computes the same surface (warm-started with AIS, and cold) on one device and on both:
+equal values, attrs["devices"]."""
 import json
 import os
 import subprocess
@@ -36,13 +37,17 @@ print(json.dumps(out))
 
 
 def test_two_devices_give_the_one_device_surface():
+    import jax
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
-               JAX_PLATFORMS="cpu")
+               JAX_PLATFORMS="cpu", JAX_COMPILATION_CACHE_DIR=jax.config.jax_compilation_cache_dir)
     out = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
     res = json.loads(out.stdout.strip().splitlines()[-1])
     assert res["devices"] == [1, 2]
     assert res["finite"] and res["same_nan"]
-    for name in ("log_marginal", "log_predictive", "log_marginal_se", "iterations", "cold"):
-        assert res[name] == 0.0, (name, res[name])
+    # the same per-device program; XLA may fuse the 1- and 2-device versions differently,
+    # so values agree to rounding (measured: bitwise here, 4e-14 on the cold surface)
+    for name in ("log_marginal", "log_predictive", "log_marginal_se", "cold"):
+        assert res[name] <= 1e-10, (name, res[name])
+    assert res["iterations"] == 0

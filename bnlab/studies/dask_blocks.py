@@ -11,6 +11,10 @@ from __future__ import annotations
 __all__ = ["DaskPool"]
 
 
+def _identity(value):
+    return value
+
+
 def _named(fn, *args):
     from distributed import get_worker
     return get_worker().address, fn(*args)
@@ -29,7 +33,8 @@ class DaskPool:
         self._workers: set[str] = set()
 
     def share(self, value):
-        return self.client.scatter(value, broadcast=True, hash=False)
+        """``value`` as a task's result (not scattered data): a lost copy is recomputed."""
+        return self.client.submit(_identity, value, pure=False)
 
     def submit(self, fn, *args):
         return self.client.submit(_named, fn, *args, pure=False)

@@ -24,8 +24,10 @@ def problem():
 
 @pytest.fixture(scope="module")
 def client():
+    import jax                # the workers share the suite's compiled-program cache
     cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
-                                       dashboard_address=None)
+                                       dashboard_address=None,
+                                       env={"JAX_COMPILATION_CACHE_DIR": jax.config.jax_compilation_cache_dir})
     client = distributed.Client(cluster)
     yield client
     client.close()
@@ -74,3 +76,18 @@ def test_a_killed_worker_s_blocks_are_recomputed(problem, client):
     assert killed
     _assert_close(remote, local)
     assert remote.attrs["cancelled"] == 0
+
+
+def test_the_command_line_sends_blocks_to_a_scheduler(client, tmp_path):
+    import pandas as pd
+    import xarray as xr
+    from bnlab.cli import main
+    ds = bnlab.datasets.load("classification_1d", n=20)
+    data = tmp_path / "data.csv"
+    pd.DataFrame({"x": ds.X[:, 0], "label": ds.y}).to_csv(data, index=False)
+    out = tmp_path / "s.nc"
+    assert main(["surface", "--data", str(data), "--likelihood", "probit", "--methods", "laplace",
+                 "--grid", "lengthscale=-1:1:2", "--grid", "variance=0:1:3",
+                 "--scheduler", client.scheduler.address, "--out", str(out)]) == 0
+    surf = xr.load_dataset(out)
+    assert surf.attrs["workers"] >= 1 and np.isfinite(surf.log_marginal.values).all()

@@ -90,3 +90,22 @@ def test_damaged_blocks_are_recomputed(problem, reference, tmp_path):
     assert again.attrs["blocks_from_store"] == 8 - 2
     _assert_equal(again, reference)
     assert _surface(problem, store).attrs["blocks_from_store"] == 8   # rewritten correctly
+
+
+def test_the_command_line_resumes_from_a_store(tmp_path):
+    import pandas as pd
+    from bnlab.cli import main
+    ds = bnlab.datasets.load("classification_1d", n=24)
+    data = tmp_path / "data.csv"
+    pd.DataFrame({"x": ds.X[:, 0], "label": ds.y}).to_csv(data, index=False)
+    args = ["surface", "--data", str(data), "--likelihood", "probit", "--methods", "laplace",
+            "--grid", "lengthscale=-1:1:2", "--grid", "variance=0:1:3",
+            "--store", str(tmp_path / "s.zarr")]
+    assert main(args + ["--out", str(tmp_path / "a.nc")]) == 0
+    assert main(args + ["--out", str(tmp_path / "b.nc")]) == 0
+    a, b = xr.load_dataset(tmp_path / "a.nc"), xr.load_dataset(tmp_path / "b.nc")
+    assert a.attrs["blocks_from_store"] == 0 and b.attrs["blocks_from_store"] == 3
+    np.testing.assert_array_equal(a.log_marginal.values, b.log_marginal.values)
+    assert main(args[:-6] + ["--grid", "lengthscale=-1:1:3", "--grid", "variance=0:1:3",
+                             "--store", str(tmp_path / "s.zarr"),
+                             "--out", str(tmp_path / "c.nc")]) == 2    # other grid: refused

@@ -171,7 +171,7 @@ def ais_chunks(model, settings, with_test, params, keys, X, y, Xs, ys, devices) 
     """AIS at a batch of chunks of grid points: ``params`` (stacked hyperparameters) and
     ``keys`` have leading axes (chunks, points per chunk); the points of a chunk are
     vmapped, the chunks split over ``devices`` (``studies.devices.sharded``), so a
-    point's result does not depend on the number of devices. Numpy arrays out."""
+    point's result does not depend on the grouping (to rounding). Numpy arrays out."""
     from .studies.devices import local_devices, sharded
     T, C, S, M = settings
 
@@ -217,7 +217,7 @@ def ais_grid(model, X, y, params_list, *, X_test=None, y_test=None, num_temps=10
     grid points, reading and writing the disk cache per point. Chunks run side by side
     on ``devices`` (default every local one; ``ais_chunks``), or as tasks of ``pool``
     (a Dask pool of ``bnlab.surface``); each point's random key comes from its own
-    cache key, so results do not depend on either. Returns (dict of arrays over points:
+    cache key, so results do not depend on either (to rounding). Returns (dict of arrays over points:
     log_z, log_z_se, lpd, mean_shrinks, capped_fraction, num_temps
     [, samples, log_weights]), cancelled)."""
     _validate(num_temps, num_chains, steps_per_temp, max_shrinks)
@@ -252,18 +252,19 @@ def ais_grid(model, X, y, params_list, *, X_test=None, y_test=None, num_temps=10
         if progress:
             progress()
     from .studies.devices import local_devices, pad_to
-    from .surface_blocks import Block, ThreadPool, run_blocks
+    from .surface_blocks import Block, ThreadPool, padded, run_blocks
     own_pool = pool is None
-    devs = local_devices(devices) if own_pool or not hasattr(pool, "client") else devices
     pool = ThreadPool(1) if own_pool else pool
-    batch = len(devs) if isinstance(devs, tuple) else 1
+    remote = hasattr(pool, "client")            # a Dask pool: each task on one device
+    devs = 1 if remote else local_devices(devices)
+    batch = 1 if remote else len(devs)
     chunks = [Block(np.asarray(todo[s:s + chunk_size]), -1, -1)
               for s in range(0, len(todo), chunk_size)]
     shared = pool.share((model, settings, with_test))
 
     def task(group):
         group = pad_to(group, batch)
-        idx = [padded_indices(b.points.tolist(), chunk_size) for b in group]
+        idx = [padded(b.points, chunk_size).tolist() for b in group]
         stacked = jax.tree_util.tree_map(lambda *a: np.stack(a),
                                          *[params_list[i] for c in idx for i in c])
         stacked = jax.tree_util.tree_map(lambda a: a.reshape((len(group), chunk_size) + a.shape[1:]),
@@ -292,11 +293,6 @@ def ais_grid(model, X, y, params_list, *, X_test=None, y_test=None, num_temps=10
         if own_pool:
             pool.close()
     return _finish(out, samples, keep_samples), cancelled
-
-
-def padded_indices(idx: list, length: int) -> list:
-    """``idx`` extended to ``length`` by repeating its last entry."""
-    return idx + [idx[-1]] * (length - len(idx))
 
 
 def _ais_chunks_shared(shared, params, keys, X, y, Xs, ys, devices):

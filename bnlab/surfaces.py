@@ -239,7 +239,9 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
     ``chunk_size``: grid points per compiled block (default: one grid row);
     ``devices``: the JAX devices that solve independent blocks side by side (default:
     every local one; a count takes the first ones), recorded in ``attrs["devices"]``;
-    results do not depend on it. ``workers``: threads each sending a batch of blocks to
+    values agree with one device's to rounding (XLA compiles the partitioned program on
+    its own; a warm-started walk carries a rounding difference along to within the
+    convergence tolerance). ``workers``: threads each sending a batch of blocks to
     the devices at once (default: one per core and device).
     ``client``: a ``dask.distributed.Client``: blocks (and AIS grid points) become tasks
     on its workers (a worker lost mid-run has its tasks recomputed elsewhere);
@@ -324,6 +326,8 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
         pool = ThreadPool(int(workers) if workers is not None
                           else max(1, default_workers() // len(devs)))
         batch, task_devices = len(devs), devs
+        for r in site_runs:          # one compiled program per run, shared by the threads
+            _site_solver(r.spec, devs)
     from_store = 0
     try:
         if site_runs:
@@ -347,7 +351,7 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
     finally:
         pool.close()
     ds = _dataset(results, methods, axes, shape, N, with_test, cancelled, warm_start, model)
-    ds.attrs.update(devices=len(devs) if client is None else 0, blocks_from_store=from_store)
+    ds.attrs.update(devices=len(devs) if client is None else 1, blocks_from_store=from_store)
     if client is not None:
         ds.attrs["workers"] = pool.workers_used
     return ds
@@ -375,15 +379,19 @@ class SiteRunSpec(NamedTuple):
     const: tuple
 
 
+def _site_solver(spec, devices):
+    engine = get_engine(spec.model, spec.run, spec.cubature, spec.options)
+    return _solver(engine, spec.extra, spec.names, spec.max_iters, spec.with_test,
+                   spec.alpha_axis, devices)
+
+
 def solve_site_blocks(spec: SiteRunSpec, thetas, nat1, prec, has, warm, devices) -> dict:
     """Solve a batch of blocks (leading axis) of ``spec``'s run on ``devices`` (a tuple of
     this process's devices, or a count): thetas (B, L, 2), warm-start sites nat1 (B, N, D)
     and prec (B, N, D, D), has (B,) whether they are converged sites. Returns the per-point
     outputs as numpy arrays (B, L, ...)."""
     devs = local_devices(devices)
-    engine = get_engine(spec.model, spec.run, spec.cubature, spec.options)
-    solve = _solver(engine, spec.extra, spec.names, spec.max_iters, spec.with_test,
-                    spec.alpha_axis, devs)
+    solve = _site_solver(spec, devs)
     B = thetas.shape[0]
     rows = pad_to(list(range(B)), len(devs))
     out = solve(thetas[rows], nat1[rows], prec[rows], has[rows], np.asarray(bool(warm)),

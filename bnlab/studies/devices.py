@@ -4,7 +4,8 @@ local JAX device at once.
 A *batch* stacks independent inputs along a leading axis; ``sharded`` splits that axis
 evenly over a one-dimensional device mesh (``jax.shard_map``) and each device runs its
 share one item after another (``lax.map``), so every item is computed by the same
-per-device program whatever the number of devices — results do not depend on it. On a
+per-device computation whatever the number of devices (XLA compiles each device
+count's program on its own, so values may differ in the last bits). On a
 CPU, ``XLA_FLAGS=--xla_force_host_platform_device_count=K`` makes K devices that run
 their shares on K cores at the same time; on a GPU machine the devices are the GPUs.
 """

@@ -47,7 +47,12 @@ def main():
     ap.add_argument("--side", type=int, default=21)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--large", action="store_true", help="also n = 1000 and 5000 (GPU)")
+    ap.add_argument("--dask", action="store_true",
+                    help="instead: a LocalCluster of one worker process per core against "
+                         "one thread per core in this process")
     args = ap.parse_args()
+    if args.dask:
+        return dask_overhead(args)
     devices = jax.local_devices()
     model = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.Bernoulli("probit"))
     X, y = synthetic_probit()
@@ -82,6 +87,38 @@ def main():
             tl = best_time(lambda: bnlab.surface(model, Xl, yl, methods=METHODS, grid=small,
                                                  workers=1), 1)
             print(f"  n = {n}: {1e3 * tl / 25:.1f} ms per grid point on all devices (5 × 5 grid)")
+
+
+def dask_overhead(args):
+    """Time per block on a LocalCluster (one single-threaded worker process per core)
+    against the same grid in this process (one thread per core), both warm."""
+    from distributed import Client, LocalCluster
+    model = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.Bernoulli("probit"))
+    X, y = synthetic_probit()
+    g = grid(args.side)
+    cores = os.cpu_count() or 1
+    with LocalCluster(n_workers=cores, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        def local():
+            return bnlab.surface(model, X, y, methods=METHODS, grid=g, devices=1, workers=cores)
+
+        def remote():
+            return bnlab.surface(model, X, y, methods=METHODS, grid=g, client=client)
+
+        a, b = local(), remote()                     # compile on every process
+        agree = float(np.nanmax(np.abs(a.log_marginal_per_n.values - b.log_marginal_per_n.values)))
+        t = {"local": np.inf, "dask": np.inf}
+        for _ in range(args.repeats):
+            t["local"] = min(t["local"], best_time(local, 1))
+            t["dask"] = min(t["dask"], best_time(remote, 1))
+    from bnlab.surface_blocks import plan_blocks
+    blocks = 3 * len(plan_blocks((args.side, args.side), args.side, True))   # VI shares EP-like's run
+    print(f"load average {os.getloadavg()[0]:.1f} on {cores} cores; n = {len(y)}, "
+          f"{args.side} × {args.side} grid, {len(METHODS)} methods ({blocks} blocks)")
+    print(f"  in process, {cores} threads: {t['local']:.2f} s")
+    print(f"  LocalCluster, {cores} workers: {t['dask']:.2f} s  (ratio {t['dask'] / t['local']:.2f}, "
+          f"{1e3 * (t['dask'] - t['local']) / blocks:+.0f} ms per block; "
+          f"largest |Δ log p(y|θ)/n| {agree:.1e})")
 
 
 if __name__ == "__main__":

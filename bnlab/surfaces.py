@@ -243,8 +243,9 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
     its own; a warm-started walk carries a rounding difference along to within the
     convergence tolerance). ``workers``: threads each sending a batch of blocks to
     the devices at once (default: one per core and device).
-    ``client``: a ``dask.distributed.Client``: blocks (and AIS grid points) become tasks
-    on its workers (a worker lost mid-run has its tasks recomputed elsewhere);
+    ``client``: a ``dask.distributed.Client``: site-method blocks and AIS grid points
+    become tasks on its workers (G-KL stays in this process; a worker lost mid-run has
+    its tasks recomputed elsewhere);
     ``attrs["workers"]`` records how many took part.
     ``store``: a Zarr path: every finished site-method block is written there, and a
     rerun with the same arguments reads them back (``attrs["blocks_from_store"]``),

@@ -69,7 +69,10 @@ def _surface(args):
     client = None
     if args.scheduler:
         from distributed import Client
-        client = Client(args.scheduler)
+        try:
+            client = Client(args.scheduler, timeout="10s")
+        except (OSError, TimeoutError) as exc:
+            raise ValueError(f"cannot reach the Dask scheduler at {args.scheduler!r}: {exc}") from None
     bar = _Bar("surface")
     try:
         surf = bnlab.surface(model, data.X, data.y, methods=methods, grid=grid,

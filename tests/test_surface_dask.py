@@ -85,9 +85,24 @@ def test_the_command_line_sends_blocks_to_a_scheduler(client, tmp_path):
     ds = bnlab.datasets.load("classification_1d", n=20)
     data = tmp_path / "data.csv"
     pd.DataFrame({"x": ds.X[:, 0], "label": ds.y}).to_csv(data, index=False)
-    out = tmp_path / "s.nc"
+    args = ["surface", "--data", str(data), "--likelihood", "probit", "--methods", "laplace",
+            "--grid", "lengthscale=-1:1:2", "--grid", "variance=0:1:3",
+            "--scheduler", client.scheduler.address, "--store", str(tmp_path / "s.zarr")]
+    assert main(args + ["--out", str(tmp_path / "a.nc")]) == 0
+    first = xr.load_dataset(tmp_path / "a.nc")
+    assert first.attrs["workers"] >= 1 and np.isfinite(first.log_marginal.values).all()
+    assert main(args + ["--out", str(tmp_path / "b.nc")]) == 0          # read from the store
+    again = xr.load_dataset(tmp_path / "b.nc")
+    assert again.attrs["blocks_from_store"] == 3
+    np.testing.assert_array_equal(again.log_marginal.values, first.log_marginal.values)
+
+
+def test_an_unreachable_scheduler_is_a_clear_error(tmp_path, capsys):
+    import pandas as pd
+    from bnlab.cli import main
+    ds = bnlab.datasets.load("classification_1d", n=20)
+    data = tmp_path / "data.csv"
+    pd.DataFrame({"x": ds.X[:, 0], "label": ds.y}).to_csv(data, index=False)
     assert main(["surface", "--data", str(data), "--likelihood", "probit", "--methods", "laplace",
-                 "--grid", "lengthscale=-1:1:2", "--grid", "variance=0:1:3",
-                 "--scheduler", client.scheduler.address, "--out", str(out)]) == 0
-    surf = xr.load_dataset(out)
-    assert surf.attrs["workers"] >= 1 and np.isfinite(surf.log_marginal.values).all()
+                 "--scheduler", "tcp://127.0.0.1:9", "--out", str(tmp_path / "s.nc")]) == 2
+    assert "cannot reach the Dask scheduler" in capsys.readouterr().err

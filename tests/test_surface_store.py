@@ -1,8 +1,6 @@
 """bnlab.surface(store=...): finished blocks are written to a Zarr store, a rerun reads
 them back and computes only the rest, other arguments are refused by name, and a
 damaged block is recomputed, never read as numbers."""
-import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest

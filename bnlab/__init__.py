@@ -7,6 +7,10 @@ from ._runtime.threads import limit_openblas_threads  # noqa: E402
 
 limit_openblas_threads()
 
+from ._runtime.xla_cache import enable_xla_cache  # noqa: E402
+
+enable_xla_cache()
+
 from . import cubature, datasets, kernels, likelihoods  # noqa: E402
 from ._runtime.compiled import clear_compiled  # noqa: E402
 from .inference import InferenceResult, infer  # noqa: E402

@@ -161,6 +161,13 @@ def _compute_surface(args, out):
         methods.append("mcmc")
     has_test = len(data.y_test) > 0
     grid = args.grid
+    client = None
+    if args.scheduler:
+        from distributed import Client
+        try:
+            client = Client(args.scheduler, timeout="10s")
+        except (OSError, TimeoutError) as exc:
+            raise ValueError(f"cannot reach the Dask scheduler at {args.scheduler!r}: {exc}") from None
     bar = _Bar("surface")
     try:
         surf = bnlab.surface(model, data.X, data.y, methods=methods, grid=grid,
@@ -169,10 +176,13 @@ def _compute_surface(args, out):
                              damping=args.damping, max_iters=args.max_iters,
                              backtracking=not args.no_backtracking,
                              acceleration=not args.no_acceleration, progress=bar,
+                             client=client, store=args.store,
                              mcmc_options={"num_temps": args.temps, "num_chains": args.chains,
                                            "seed": args.seed})
     finally:
         bar.close()
+        if client is not None:
+            client.close()
     surf.to_netcdf(out)
     per_n = surf.log_marginal_per_n
     for m in surf["scheme"].values:
@@ -230,6 +240,10 @@ def build_parser():
                    help="AIS chains per grid point")
     s.add_argument("--seed", type=SEED, default=0)
     s.add_argument("--out", required=True, help="output netCDF file")
+    s.add_argument("--store", default=None, metavar="PATH",
+                   help="Zarr store of finished blocks: a rerun resumes from it")
+    s.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="Dask scheduler (e.g. tcp://host:8786): grid blocks run on its workers")
     s.set_defaults(run=_surface)
     r = sub.add_parser("reproduce", help="reproduce a paper's table")
     r.add_argument("paper", choices=("li2023",))

@@ -5,7 +5,7 @@ import time
 import numpy as np
 import pytest
 
-from bnlab.studies.surface_blocks import for_runs, padded, plan_blocks, run_blocks
+from bnlab.studies.surface_blocks import ThreadPool, for_runs, padded, plan_blocks, run_blocks
 
 
 @pytest.mark.parametrize("shape,chunk", [((4, 5), 5), ((4, 5), 2), ((3, 1), 2), ((1, 6), 4)])
@@ -59,7 +59,8 @@ def test_pool_respects_dependencies_runs_rows_together_and_cancels():
     started, done, active, most = {}, set(), [0], [0]
     lock = threading.Lock()
 
-    def solve(block):
+    def solve(blocks):
+        (block,) = blocks
         with lock:
             assert block.after < 0 or block.after in done_blocks
             active[0] += 1
@@ -71,12 +72,34 @@ def test_pool_respects_dependencies_runs_rows_together_and_cancels():
 
     done_blocks = set()
 
-    def store(block, out):
+    def store(blocks, out):
+        (block,) = blocks
         done_blocks.add(index[id(block)])
         done.update(out["points"].tolist())
 
-    assert not run_blocks(blocks, solve, store, workers=3, cancelled=lambda: False)
+    def task(group):
+        return solve, (group,)
+
+    assert not run_blocks(blocks, task, store, pool=ThreadPool(3), cancelled=lambda: False)
     assert done == set(range(12)) and most[0] >= 2          # rows overlapped in time
     done.clear(), done_blocks.clear()
-    assert run_blocks(blocks, solve, store, workers=2, cancelled=lambda: len(done) >= 4)
+    assert run_blocks(blocks, task, store, pool=ThreadPool(2), cancelled=lambda: len(done) >= 4)
     assert 4 <= len(done) < 12
+
+
+def test_blocks_already_done_release_their_dependants_and_batches_group_one_run():
+    blocks = for_runs(plan_blocks((3, 4), 4, warm_start=True), 2)   # 2 runs × (column + 3 rows)
+    groups = []
+
+    def task(group):
+        return (lambda: [b.run for b in group]), ()
+
+    def store(group, runs):
+        groups.append(runs)
+
+    run_blocks(blocks, task, store, pool=ThreadPool(1), batch=3, done={0},
+               cancelled=lambda: False)
+    solved = sorted(len(g) for g in groups)
+    assert all(len(set(g)) == 1 for g in groups)              # one run per batch
+    assert sum(solved) == 7                                   # 8 blocks, run 0's column read
+    assert [0, 0, 0] in groups                                # its rows at once, in one batch

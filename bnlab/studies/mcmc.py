@@ -35,7 +35,6 @@ from jax.scipy.special import logsumexp
 
 from .. import cubature
 from .._runtime import disk_cache as cache
-from .._runtime.compiled import CompiledCache
 from ..posterior import full
 
 __all__ = ["AISResult", "ais", "ais_grid", "ess_step", "predictive_samples"]
@@ -174,17 +173,20 @@ def predictive_samples(model, params, X, samples, Xs, seed=0):
     return np.asarray(jnp.asarray(samples) @ A + z @ Lc.T)
 
 
-_COMPILED = CompiledCache(maxsize=8)
-
-
-def _compiled(model, settings, with_test):
-    key = (model.structure_key(), settings, with_test)
+def ais_chunks(model, settings, with_test, params, keys, X, y, Xs, ys, devices) -> dict:
+    """AIS at a batch of chunks of grid points: ``params`` (stacked hyperparameters) and
+    ``keys`` have leading axes (chunks, points per chunk); the points of a chunk are
+    vmapped, the chunks split over ``devices`` (``studies.devices.sharded``), so a
+    point's result does not depend on the grouping (to rounding). Numpy arrays out."""
+    from .studies.devices import local_devices, sharded
     T, C, S, M = settings
 
-    def one(params, k, X, y, Xs, ys):
-        return _ais_point(model, params, X, y, k, Xs if with_test else None, ys, T, C, S, M)
+    def one(p, k, X, y, Xs, ys):
+        return _ais_point(model, p, X, y, k, Xs if with_test else None, ys, T, C, S, M)
 
-    return _COMPILED.get(key, lambda: jax.jit(jax.vmap(one, in_axes=(0, 0, None, None, None, None))))
+    chunk = jax.vmap(one, in_axes=(0, 0, None, None, None, None))
+    run = sharded(chunk, local_devices(devices), 2, ("ais", model.structure_key(), settings, with_test))
+    return jax.tree_util.tree_map(np.asarray, run(params, keys, X, y, Xs, ys))
 
 
 def _validate(num_temps, num_chains, steps_per_temp, max_shrinks):
@@ -215,10 +217,14 @@ def exact_model(model, params_list):
 
 def ais_grid(model, X, y, params_list, *, X_test=None, y_test=None, num_temps=1000,
              num_chains=16, steps_per_temp=1, max_shrinks=50, seed=0, chunk_size=7,
-             use_cache=True, keep_samples=False, progress=None, cancel=None):
+             use_cache=True, keep_samples=False, progress=None, cancel=None, devices=None,
+             pool=None):
     """AIS at every θ of ``params_list`` (hyperparameter dicts), vmapped over chunks of
-    grid points, reading and writing the disk cache per point. Returns (dict of arrays
-    over points: log_z, log_z_se, lpd, mean_shrinks, capped_fraction, num_temps
+    grid points, reading and writing the disk cache per point. Chunks run side by side
+    on ``devices`` (default every local one; ``ais_chunks``), or as tasks of ``pool``
+    (a Dask pool of ``bnlab.surface``); each point's random key comes from its own
+    cache key, so results do not depend on either (to rounding). Returns (dict of arrays over points:
+    log_z, log_z_se, lpd, mean_shrinks, capped_fraction, num_temps
     [, samples, log_weights]), cancelled)."""
     _validate(num_temps, num_chains, steps_per_temp, max_shrinks)
     model, params_list = exact_model(model, params_list)
@@ -254,26 +260,53 @@ def ais_grid(model, X, y, params_list, *, X_test=None, y_test=None, num_temps=10
         samples[i] = hit
         if progress:
             progress()
-    run = _compiled(model, settings, with_test)
-    for start in range(0, len(todo), chunk_size):
-        if cancel is not None and cancel():
-            return _finish(out, samples, keep_samples), True
-        idx = todo[start:start + chunk_size]
-        padded = idx + [idx[-1]] * (chunk_size - len(idx))
-        stacked = jax.tree_util.tree_map(lambda *a: jnp.stack(a), *[params_list[i] for i in padded])
-        rng = jnp.stack([jax.random.fold_in(jax.random.PRNGKey(seed), int(keys[i][:7], 16))
-                         for i in padded])
-        res = jax.tree_util.tree_map(np.asarray, run(stacked, rng, X, y, Xs, ys))
-        for j, i in enumerate(idx):
-            point = {k: v[j] for k, v in res.items()}
-            for f in fields:
-                out[f][i] = point[f]
-            samples[i] = point
-            if use_cache:
-                cache.store("ais", keys[i], point)
-            if progress:
-                progress()
-    return _finish(out, samples, keep_samples), False
+    from .studies.devices import local_devices, pad_to
+    from .surface_blocks import Block, ThreadPool, padded, run_blocks
+    own_pool = pool is None
+    pool = ThreadPool(1) if own_pool else pool
+    remote = hasattr(pool, "client")            # a Dask pool: each task on one device
+    devs = 1 if remote else local_devices(devices)
+    batch = 1 if remote else len(devs)
+    chunks = [Block(np.asarray(todo[s:s + chunk_size]), -1, -1)
+              for s in range(0, len(todo), chunk_size)]
+    shared = pool.share((model, settings, with_test))
+
+    def task(group):
+        group = pad_to(group, batch)
+        idx = [padded(b.points, chunk_size).tolist() for b in group]
+        stacked = jax.tree_util.tree_map(lambda *a: np.stack(a),
+                                         *[params_list[i] for c in idx for i in c])
+        stacked = jax.tree_util.tree_map(lambda a: a.reshape((len(group), chunk_size) + a.shape[1:]),
+                                         stacked)
+        rng = np.stack([np.asarray(jax.random.fold_in(jax.random.PRNGKey(seed), int(keys[i][:7], 16)))
+                        for c in idx for i in c]).reshape(len(group), chunk_size, -1)
+        return _ais_chunks_shared, (shared, stacked, rng, np.asarray(X), np.asarray(y),
+                                    np.asarray(Xs), np.asarray(ys), devs)
+
+    def store(group, res):
+        for g, block in enumerate(group):
+            for j, i in enumerate(block.points.tolist()):
+                point = {k: v[g, j] for k, v in res.items()}
+                for f in fields:
+                    out[f][i] = point[f]
+                samples[i] = point
+                if use_cache:
+                    cache.store("ais", keys[i], point)
+                if progress:
+                    progress()
+
+    try:
+        cancelled = run_blocks(chunks, task, store, pool=pool, batch=batch,
+                               cancelled=cancel if cancel is not None else (lambda: False))
+    finally:
+        if own_pool:
+            pool.close()
+    return _finish(out, samples, keep_samples), cancelled
+
+
+def _ais_chunks_shared(shared, params, keys, X, y, Xs, ys, devices):
+    model, settings, with_test = shared
+    return ais_chunks(model, settings, with_test, params, keys, X, y, Xs, ys, devices)
 
 
 def _finish(out, samples, keep_samples):

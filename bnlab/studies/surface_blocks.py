@@ -1,14 +1,16 @@
-"""The order in which a surface's grid points are solved, and a thread pool that solves
+"""The order in which a surface's grid points are solved, and the scheduler that solves
 independent blocks of them at the same time.
 
 A *block* is a run of grid points solved one after another inside one compiled program
 (``lax.scan``), each point warm-started from the converged sites of the point before it.
 With warm starts the grid is walked as a comb: first the first column, top to bottom
 (one chain), then every row from its first point to its end. Rows depend only on the
-column, so they are independent of each other and run in parallel, one block per worker
-thread: XLA releases the GIL while it computes, and on a CPU a Cholesky factorisation is
-one LAPACK call on one core however the points are batched (see ``surfaces._solver``),
-so concurrent blocks are how a surface uses more than one core.
+column, so they are independent of each other and run in parallel: several at once in
+one call over every JAX device (``studies.devices``), from one or more threads
+(``ThreadPool``: XLA releases the GIL while it computes) or as tasks of a Dask cluster
+(``studies.dask_blocks``). On a CPU a Cholesky factorisation is one LAPACK call on one
+core however the points are batched (see ``surfaces._solver``), so concurrent blocks
+are how a surface uses more than one core.
 
 Every block is padded to the same length (by repeating its last point, which then
 converges in one iteration from its own solution), so one compiled program serves all
@@ -27,7 +29,8 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-__all__ = ["Block", "plan_blocks", "for_runs", "padded", "run_blocks", "default_workers"]
+__all__ = ["Block", "plan_blocks", "for_runs", "padded", "run_blocks", "default_workers",
+           "ThreadPool"]
 
 
 class Block(NamedTuple):
@@ -81,33 +84,75 @@ def padded(points: np.ndarray, length: int) -> np.ndarray:
     return np.concatenate([points, np.full(length - len(points), points[-1])])
 
 
-def run_blocks(blocks: list[Block], solve: Callable[[Block], dict],
-               store: Callable[[Block, dict], None], *, workers: int,
-               cancelled: Callable[[], bool]) -> bool:
-    """Solve every block with ``solve`` (in worker threads), respecting ``after``, and
-    hand each result to ``store`` (in the calling thread, in completion order). Stops
-    submitting once ``cancelled()``; returns whether it was cancelled."""
-    workers = max(1, int(workers))
+class ThreadPool:
+    """Tasks in this process's threads: XLA releases the GIL while it computes."""
+
+    def __init__(self, workers: int):
+        self.slots = max(1, int(workers))
+        self._pool = ThreadPoolExecutor(max_workers=self.slots, thread_name_prefix="bnlab-surface")
+
+    def submit(self, fn, *args):
+        return self._pool.submit(fn, *args)
+
+    @staticmethod
+    def share(value):
+        return value
+
+    @staticmethod
+    def result(future):
+        return future.result()
+
+    @staticmethod
+    def wait_first(futures):
+        return wait(futures, return_when=FIRST_COMPLETED)[0]
+
+    def close(self):
+        self._pool.shutdown(wait=True)
+
+
+def run_blocks(blocks: list[Block], task: Callable[[list[Block]], tuple],
+               store: Callable[[list[Block], object], None], *, pool,
+               cancelled: Callable[[], bool], batch: int = 1, done=frozenset()) -> bool:
+    """Solve every block, respecting ``after``, and hand each result to ``store`` (in the
+    calling thread, in completion order). Ready blocks of one run are grouped up to
+    ``batch`` at a time (one group per device sweep, ``studies.devices``); ``task(group)``
+    gives (fn, args) and ``pool`` (a ``ThreadPool`` or a Dask pool,
+    ``studies.dask_blocks``) runs fn(*args) with at most ``pool.slots`` groups in
+    flight, so a cancel stops everything not started. Stops submitting once
+    ``cancelled()``; returns whether it was cancelled. Blocks in ``done`` (indices, e.g.
+    read from a store) count as finished: they are neither solved nor stored."""
     children: dict[int, list[int]] = {}
     for b, blk in enumerate(blocks):
         children.setdefault(blk.after, []).append(b)
-    ready = deque(children.get(-1, []))
+    ready: deque = deque()
+
+    def release(parent):
+        for b in children.get(parent, []):
+            if b in done:
+                release(b)
+            else:
+                ready.append(b)
+
+    release(-1)
     stopped = False
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bnlab-surface") as pool:
-        running = {}
-        while True:
-            # never queue more than the pool runs, so a cancel stops everything not started
-            while ready and len(running) < workers and not stopped:
-                if cancelled():
-                    stopped = True
-                    break
-                b = ready.popleft()
-                running[pool.submit(solve, blocks[b])] = b
-            if not running:
+    running = {}
+    while True:
+        while ready and len(running) < pool.slots and not stopped:
+            if cancelled():
+                stopped = True
                 break
-            finished, _ = wait(running, return_when=FIRST_COMPLETED)
-            for future in finished:
-                b = running.pop(future)
-                store(blocks[b], future.result())
-                ready.extend(children.get(b, []))
+            group = [ready.popleft()]
+            run = blocks[group[0]].run
+            for b in [b for b in ready if blocks[b].run == run][:batch - 1]:
+                ready.remove(b)
+                group.append(b)
+            fn, args = task([blocks[b] for b in group])
+            running[pool.submit(fn, *args)] = group
+        if not running:
+            break
+        for future in pool.wait_first(list(running)):
+            group = running.pop(future)
+            store([blocks[b] for b in group], pool.result(future))
+            for b in group:
+                release(b)
     return stopped

@@ -7,9 +7,12 @@ and the values are divided by n.
 
 Batching: the points of a chunk run inside one compiled program — ``lax.scan`` over
 ``Engine.run_pure`` (why not ``vmap``: see ``_solver``) — compiled once per method;
-independent chunks (default: one grid row each) run at the same time in a pool of
-``workers`` threads (``surface_blocks``), so memory holds one point's N × N matrices
-per worker, and progress is reported and cancellation checked between chunks.
+independent chunks (default: one grid row each) run at the same time: batched over
+every local JAX device (``studies.devices``) from a pool of ``workers`` threads, or as
+tasks of a Dask cluster (``studies.dask_blocks``) (``surface_blocks`` schedules them),
+so memory holds one point's N × N matrices per block in flight, and progress is
+reported, cancellation checked and finished blocks stored (``studies.store``) between
+chunks.
 
 Warm start (default): the first grid column is walked top to bottom, then every row
 (rows = the *first* grid axis) from its first point: each point starts from the
@@ -26,7 +29,7 @@ converged sites. 'mcmc' is annealed importance sampling (``bnlab.studies.mcmc``)
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -39,7 +42,8 @@ from ..engine.loop import Settings, get_engine, trace_length
 from ..inference import prepare_data, validate_settings
 from ..methods.registry import check_method_name
 from ..sites import Sites, init_sites
-from .surface_blocks import default_workers, for_runs, padded, plan_blocks, run_blocks
+from .devices import local_devices, pad_to, sharded
+from .surface_blocks import ThreadPool, default_workers, for_runs, padded, plan_blocks, run_blocks
 
 __all__ = ["surface", "grid_axes", "point_params", "KERNEL_AXES", "LIKELIHOOD_AXES"]
 
@@ -111,8 +115,9 @@ def _point_alpha(names, theta, alpha):
 _SOLVERS = CompiledCache(maxsize=16)
 
 
-def _solver(engine, extra, names, max_iters, with_test, alpha_axis):
-    """jit(block) where block runs the points of a chunk one after another with
+def _solver(engine, extra, names, max_iters, with_test, alpha_axis, devices):
+    """The block program, compiled over ``devices`` (``studies.devices.sharded``: a
+    leading axis of independent blocks split over them). A block runs the points of a chunk one after another with
     ``lax.scan``: each point starts from the last converged sites in the walk (warm) or
     from the initial sites (cold); a warm run that diverges is redone cold.
 
@@ -123,7 +128,7 @@ def _solver(engine, extra, names, max_iters, with_test, alpha_axis):
     that evaluates both branches — together several times the work. The scan keeps each point's
     cost equal to a single ``bnlab.infer`` call, compiled once per chunk length."""
     key = (engine, extra, names, trace_length(max_iters), with_test, alpha_axis)
-    return _SOLVERS.get(key, lambda: _build_solver(*key))
+    return sharded(_SOLVERS.get(key, lambda: _build_solver(*key)), devices, 4, key)
 
 
 def _build_solver(engine, extra, names, length, with_test, alpha_axis):
@@ -176,7 +181,7 @@ def _build_solver(engine, extra, names, length, with_test, alpha_axis):
         _, outs = jax.lax.scan(body, (start_nat1, start_prec, start_ok), thetas)
         return outs
 
-    return jax.jit(block)
+    return block
 
 
 def _is_cancelled(cancel):
@@ -220,8 +225,8 @@ _ENERGY_OF = {"vi": "vfe", "ep_like": "ep"}
 def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, *,
             X_test=None, y_test=None, params=None, alpha=1.0, damping=0.5, max_iters=200,
             tol=1e-8, backtracking=True, acceleration=True, cubature=("gauss_hermite", 20),
-            warm_start=True, chunk_size=None, workers=None,
-            progress: Callable[[float], None] | None = None, cancel=None,
+            warm_start=True, chunk_size=None, workers=None, devices=None, client=None,
+            store=None, progress: Callable[[float], None] | None = None, cancel=None,
             method_options=None, mcmc_options=None) -> xr.Dataset:
     """Evaluate each method's approximate log marginal likelihood on a 2-D grid.
 
@@ -235,7 +240,20 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
     ``method_options``: {method: {option: value}} (e.g. G-KL covariance structure);
     ``mcmc_options``: keyword arguments of ``bnlab.studies.mcmc.ais`` (temperatures, chains, seed).
     ``chunk_size``: grid points per compiled block (default: one grid row);
-    ``workers``: threads solving independent blocks at once (default: one per core).
+    ``devices``: the JAX devices that solve independent blocks side by side (default:
+    every local one; a count takes the first ones), recorded in ``attrs["devices"]``;
+    values agree with one device's to rounding (XLA compiles the partitioned program on
+    its own; a warm-started walk carries a rounding difference along to within the
+    convergence tolerance). ``workers``: threads each sending a batch of blocks to
+    the devices at once (default: one per core and device).
+    ``client``: a ``dask.distributed.Client``: site-method blocks and AIS grid points
+    become tasks on its workers (G-KL stays in this process; a worker lost mid-run has
+    its tasks recomputed elsewhere);
+    ``attrs["workers"]`` records how many took part.
+    ``store``: a Zarr path: every finished site-method block is written there, and a
+    rerun with the same arguments reads them back (``attrs["blocks_from_store"]``),
+    computing only what is missing; other arguments are an error naming what differs
+    (``bnlab.studies.store``). AIS results are kept per point in bnlab's disk cache.
     ``progress(fraction)`` is called after every chunk; ``cancel`` (a threading.Event
     or a callable returning True) stops between chunks, keeping finished values (NaN
     elsewhere) and setting ``attrs["cancelled"] = 1``.
@@ -282,8 +300,8 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
     groups = _site_groups([m for m in methods if m not in ("gkl", "mcmc")], damping, max_iters,
                           model.likelihood.log_concave and model.num_latents == 1)
     blocks = plan_blocks(shape, chunk, warm_start)
-    workers = default_workers() if workers is None else int(workers)
-    if workers < 1:
+    devs = local_devices(devices)
+    if workers is not None and int(workers) < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
     total = len(blocks) * len(groups) + P * (("gkl" in methods) + ("mcmc" in methods))
     done, cancelled = 0, False
@@ -296,28 +314,52 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
 
     site_runs = []
     for run, members in groups.items():
-        engine = get_engine(model, run, cubature, tuple(method_options.get(run, {}).items()))
         extra = tuple(_ENERGY_OF[m] for m in members if m != run)
-        solve = _solver(engine, extra, names, int(max_iters[run]), with_test, run != "ep")
         a = 1.0 if run == "ep" else float(alpha)
-        const = (base, X, y, jnp.asarray(a), jnp.asarray(float(damping[run])), jnp.asarray(float(tol)),
-                 jnp.asarray(bool(backtracking)), jnp.asarray(bool(acceleration)),
-                 jnp.asarray(int(max_iters[run])),
-                 X_test if with_test else jnp.zeros((1, X.shape[1])),
-                 y_test if with_test else jnp.zeros(1))
-        site_runs.append(_SiteRun(solve, const, run, members, thetas, N, D))
-    if site_runs:
-        cancelled = _run_site_blocks(site_runs, blocks, warm_start, results, cancel, report,
-                                     workers)
-
-    for special in ("gkl", "mcmc"):
-        if special in methods and not cancelled:
-            runner = _run_gkl if special == "gkl" else _run_mcmc
-            cancelled = runner(model, X, y, X_test if with_test else None,
-                               y_test if with_test else None, base, names, thetas, results,
-                               cancel, report, method_options.get("gkl", {}), mcmc_options or {},
-                               max_iters.get("gkl"), tol, cubature)
-    return _dataset(results, methods, axes, shape, N, with_test, cancelled, warm_start, model)
+        const = (base, X, y, a, float(damping[run]), float(tol), bool(backtracking),
+                 bool(acceleration), int(max_iters[run]),
+                 X_test if with_test else np.zeros((1, X.shape[1])),
+                 y_test if with_test else np.zeros(1))
+        spec = SiteRunSpec(model, run, tuple(cubature), tuple(method_options.get(run, {}).items()),
+                           extra, names, int(max_iters[run]), with_test, run != "ep",
+                           jax.tree_util.tree_map(np.asarray, const))
+        site_runs.append(_SiteRun(spec, members, thetas, N, D))
+    if client is not None:
+        from .studies.dask_blocks import DaskPool
+        pool, batch, task_devices = DaskPool(client), 1, 1
+    else:
+        pool = ThreadPool(int(workers) if workers is not None
+                          else max(1, default_workers() // len(devs)))
+        batch, task_devices = len(devs), devs
+        for r in site_runs:          # one compiled program per run, shared by the threads
+            _site_solver(r.spec, devs)
+    from_store = 0
+    try:
+        if site_runs:
+            block_store = None
+            if store is not None:
+                block_store = _open_store(store, site_runs, blocks, model, X, y, X_test, y_test,
+                                          base, axes, methods, damping, max_iters, alpha, tol,
+                                          backtracking, acceleration, cubature, warm_start,
+                                          chunk, method_options)
+            cancelled, from_store = _run_site_blocks(site_runs, blocks, warm_start, results,
+                                                     cancel, report, pool, batch, task_devices,
+                                                     block_store)
+        for special in ("gkl", "mcmc"):
+            if special in methods and not cancelled:
+                runner = _run_gkl if special == "gkl" else _run_mcmc
+                cancelled = runner(model, X, y, X_test if with_test else None,
+                                   y_test if with_test else None, base, names, thetas, results,
+                                   cancel, report, method_options.get("gkl", {}),
+                                   dict(mcmc_options or {}, devices=task_devices, pool=pool),
+                                   max_iters.get("gkl"), tol, cubature)
+    finally:
+        pool.close()
+    ds = _dataset(results, methods, axes, shape, N, with_test, cancelled, warm_start, model)
+    ds.attrs.update(devices=len(devs) if client is None else 1, blocks_from_store=from_store)
+    if client is not None:
+        ds.attrs["workers"] = pool.workers_used
+    return ds
 
 
 def _empty(P):
@@ -327,28 +369,66 @@ def _empty(P):
             "iterations": np.zeros(P, int)}
 
 
-class _SiteRun:
-    """One site-method run of a surface ('ep_like' also serving 'vi'): its compiled block
-    solver and the converged sites of every grid point solved so far (warm starts)."""
+class SiteRunSpec(NamedTuple):
+    """Everything a process needs to solve blocks of one site-method run (picklable:
+    sent once to every Dask worker)."""
+    model: object
+    run: str
+    cubature: tuple
+    options: tuple
+    extra: tuple
+    names: tuple
+    max_iters: int
+    with_test: bool
+    alpha_axis: bool
+    const: tuple
 
-    def __init__(self, solve, const, run, members, thetas, N, D):
-        self.solve, self.const, self.run, self.members = solve, const, run, members
+
+def _site_solver(spec, devices):
+    engine = get_engine(spec.model, spec.run, spec.cubature, spec.options)
+    return _solver(engine, spec.extra, spec.names, spec.max_iters, spec.with_test,
+                   spec.alpha_axis, devices)
+
+
+def solve_site_blocks(spec: SiteRunSpec, thetas, nat1, prec, has, warm, devices) -> dict:
+    """Solve a batch of blocks (leading axis) of ``spec``'s run on ``devices`` (a tuple of
+    this process's devices, or a count): thetas (B, L, 2), warm-start sites nat1 (B, N, D)
+    and prec (B, N, D, D), has (B,) whether they are converged sites. Returns the per-point
+    outputs as numpy arrays (B, L, ...)."""
+    devs = local_devices(devices)
+    solve = _site_solver(spec, devs)
+    B = thetas.shape[0]
+    rows = pad_to(list(range(B)), len(devs))
+    out = solve(thetas[rows], nat1[rows], prec[rows], has[rows], np.asarray(bool(warm)),
+                *spec.const)
+    return {k: np.asarray(v)[:B] for k, v in out.items()}
+
+
+class _SiteRun:
+    """One site-method run of a surface ('ep_like' also serving 'vi'): what solves its
+    blocks and the converged sites of every grid point solved so far (warm starts)."""
+
+    def __init__(self, spec, members, thetas, N, D):
+        self.spec, self.members, self.run = spec, members, spec.run
         self.thetas = thetas
         self.cold = init_sites(N, D)
         self.nat1 = np.zeros((thetas.shape[0], N, D))
         self.prec = np.zeros((thetas.shape[0], N, D, D))
         self.ok = np.zeros(thetas.shape[0], bool)   # converged sites usable as a warm start
 
-    def solve_block(self, block, length, warm_start):      # in a worker thread
-        has = block.source >= 0 and self.ok[block.source]
-        out = self.solve(jnp.asarray(self.thetas[padded(block.points, length)]),
-                         jnp.asarray(self.nat1[block.source] if has else self.cold.nat1),
-                         jnp.asarray(self.prec[block.source] if has else self.cold.prec),
-                         jnp.asarray(has), jnp.asarray(bool(warm_start)), *self.const)
-        return {k: np.asarray(v)[:len(block.points)] for k, v in out.items()}
+    def task(self, blocks, length, warm_start, devices, spec):   # in the calling thread
+        """(function, arguments) solving ``blocks`` (``solve_site_blocks``)."""
+        has = np.array([b.source >= 0 and self.ok[b.source] for b in blocks])
+        pick = lambda mine, cold: np.stack([mine[b.source] if h else cold
+                                            for b, h in zip(blocks, has)])
+        return solve_site_blocks, (
+            spec, np.stack([self.thetas[padded(b.points, length)] for b in blocks]),
+            pick(self.nat1, np.asarray(self.cold.nat1)), pick(self.prec, np.asarray(self.cold.prec)),
+            has, bool(warm_start), devices)
 
     def store(self, block, out, results):                   # in the calling thread
         idx = block.points
+        out = {k: v[:len(idx)] for k, v in out.items()}
         self.nat1[idx], self.prec[idx] = out["nat1"], out["prec"]
         self.ok[idx] = out["converged"] & ~out["diverged"]
         for m in self.members:
@@ -362,18 +442,72 @@ class _SiteRun:
                 r["log_predictive"][idx] = out["lpd"]
 
 
-def _run_site_blocks(site_runs, blocks, warm_start, results, cancel, report, workers):
+def _run_site_blocks(site_runs, blocks, warm_start, results, cancel, report, pool, batch,
+                     devices, block_store):
     """Solve every run's blocks (``surface_blocks``) in one pool and store each point's
-    values for the run's methods; True if cancelled."""
+    values for the run's methods; blocks found in ``block_store`` are read, not solved,
+    and every solved block is written to it. Returns (cancelled, blocks read)."""
     length = max(len(b.points) for b in blocks)
+    plan = for_runs(blocks, len(site_runs))
+    specs = [pool.share(r.spec) for r in site_runs]
+    position = {id(b): i % len(blocks) for i, b in enumerate(plan)}   # block within its run
+    done = set()
+    if block_store is not None:
+        stored = block_store.load()
+        for i, b in enumerate(plan):
+            out = stored[site_runs[b.run].run].get(position[id(b)])
+            if out is not None:
+                site_runs[b.run].store(b, out, results)
+                done.add(i)
+                report()
 
-    def store(block, out):
-        site_runs[block.run].store(block, out, results)
-        report()
+    def task(group):
+        return site_runs[group[0].run].task(group, length, warm_start, devices,
+                                            specs[group[0].run])
 
-    return run_blocks(for_runs(blocks, len(site_runs)),
-                      lambda b: site_runs[b.run].solve_block(b, length, warm_start), store,
-                      workers=workers, cancelled=lambda: _is_cancelled(cancel))
+    def store(group, out):
+        for k, b in enumerate(group):
+            mine = {f: v[k] for f, v in out.items()}
+            site_runs[b.run].store(b, mine, results)
+            if block_store is not None:
+                block_store.save(site_runs[b.run].run, position[id(b)], mine)
+            report()
+
+    cancelled = run_blocks(plan, task, store, pool=pool, batch=batch, done=done,
+                           cancelled=lambda: _is_cancelled(cancel))
+    return cancelled, len(done)
+
+
+def _open_store(path, site_runs, blocks, model, X, y, X_test, y_test, base, axes, methods,
+                damping, max_iters, alpha, tol, backtracking, acceleration, cubature,
+                warm_start, chunk, method_options):
+    """The ``BlockStore`` of this surface's site-method blocks, fingerprinted by
+    everything their values depend on."""
+    from .studies.store import BlockStore, fingerprint
+    tree = lambda t: jax.tree_util.tree_map(np.asarray, t)
+    prints = fingerprint(
+        data=[np.asarray(X), np.asarray(y)],
+        test_data=None if X_test is None or y_test is None else [np.asarray(X_test), np.asarray(y_test)],
+        model=repr(model), hyperparameters=tree(base),
+        grid=[[n, v] for n, v in axes], methods=list(methods),
+        settings={"alpha": alpha, "damping": damping, "max_iters": max_iters, "tol": tol,
+                  "backtracking": backtracking, "acceleration": acceleration,
+                  "cubature": [str(c) for c in cubature], "warm_start": warm_start,
+                  "chunk_size": chunk},
+        method_options=repr(sorted((k, sorted(v.items())) for k, v in method_options.items())))
+    length = max(len(b.points) for b in blocks)
+    layout = {}
+    for r in site_runs:
+        N, D = r.nat1.shape[1:]
+        fields = {"energy": ((length,), "float64"), "iterations": ((length,), "int64"),
+                  "converged": ((length,), "bool"), "diverged": ((length,), "bool"),
+                  "psd": ((length,), "bool"), "nat1": ((length, N, D), "float64"),
+                  "prec": ((length, N, D, D), "float64")}
+        fields.update({e: ((length,), "float64") for e in r.spec.extra})
+        if r.spec.with_test:
+            fields["lpd"] = ((length,), "float64")
+        layout[r.run] = (len(blocks), fields)
+    return BlockStore(path, prints, layout)
 
 
 def _run_gkl(model, X, y, Xs, ys, base, names, thetas, results, cancel, report, options,

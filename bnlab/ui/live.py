@@ -2,6 +2,7 @@
 the predictive, the energy trace, the PSD strip, the sites and a two-point ellipse."""
 from __future__ import annotations
 
+import html
 import threading
 
 import panel as pn
@@ -11,11 +12,12 @@ from .controls import Status
 from .live_plots import LivePlots
 from .mcmc_ref import MCMCReference
 from .problem import SettingError, build_problem
-from .runner import Runner, make_runner
+from .runner import STOP_REASONS, Runner, make_runner
 from .settings import URL_PARAMS, LabSettings
 
-#: settings that define the run (changing them restarts it); speed only paces it
-RUN_PARAMS = tuple(p for p in URL_PARAMS if p != "speed") + ("csv_text",)
+#: settings that define the run (changing them restarts it); speed paces it and the
+#: cap bounds it, neither changes the iteration
+RUN_PARAMS = tuple(p for p in URL_PARAMS if p not in ("speed", "max_iters")) + ("csv_text",)
 MAX_FPS = 20
 
 
@@ -24,6 +26,8 @@ class LiveView(pn.viewable.Viewer):
     ``run()`` starts a periodic callback that steps it at ``settings.speed``."""
 
     running = param.Boolean(default=False)
+    cancelled = param.Boolean(default=False, doc="paused by the user before the run stopped")
+    busy = param.Boolean(default=False, doc="a new problem is being built (JAX compiles)")
     message = param.String(default="")
 
     def __init__(self, settings: LabSettings, status: Status, **params):
@@ -38,6 +42,7 @@ class LiveView(pn.viewable.Viewer):
         self._build_layout()
         settings.param.watch(self._on_settings, list(RUN_PARAMS))
         settings.param.watch(self._on_speed, ["speed"])
+        settings.param.watch(self._on_cap, ["max_iters"])
 
     # -- layout ---------------------------------------------------------------------
     def _build_layout(self):
@@ -64,6 +69,9 @@ class LiveView(pn.viewable.Viewer):
         self.reset_button.on_click(lambda e: self.reset())
         self.speed = pn.widgets.FloatSlider.from_param(self.settings.param.speed,
                                                        label="Speed (iterations / s)", width=220)
+        self.cap = pn.widgets.IntInput.from_param(self.settings.param.max_iters,
+                                                  label="Iteration cap", width=110,
+                                                  css_classes=["bn-cap"])
         self.pick_i = pn.widgets.IntInput(label="Point i", value=0, start=0, width=90)
         self.pick_j = pn.widgets.IntInput(label="Point j", value=1, start=0, width=90)
         pick = pn.widgets.Button(label="Show pair", width=90, align="end")
@@ -75,12 +83,14 @@ class LiveView(pn.viewable.Viewer):
                                              "(AIS + elliptical slice sampling; a few seconds)")
         self.mcmc_button.on_click(lambda e: self.compute_mcmc())
         self.status_pane = pn.pane.HTML("", css_classes=["bn-status"], sizing_mode="stretch_width")
+        self.mcmc_pane = pn.pane.HTML("", css_classes=["bn-mcmc"], sizing_mode="stretch_width",
+                                      visible=False)
         self.description = pn.pane.Markdown("", sizing_mode="stretch_width", margin=(0, 10))
         P = self.panes
         self.layout = pn.Column(
             pn.Row(self.run_button, self.pause_button, self.step_button, self.reset_button,
-                   self.speed, self.mcmc_button, sizing_mode="stretch_width"),
-            self.status_pane, self.description, P["band"],
+                   self.speed, self.cap, self.mcmc_button, sizing_mode="stretch_width"),
+            self.status_pane, self.description, self.mcmc_pane, P["band"],
             pn.Row(P["energy"], P["predictive"], sizing_mode="stretch_width"),
             P["psd"],
             pn.Row(P["site_prec"], P["site_nat1"], sizing_mode="stretch_width"),
@@ -98,65 +108,90 @@ class LiveView(pn.viewable.Viewer):
         self.rebuild()
 
     def rebuild(self):
-        """New problem and runner from the settings; errors go next to their control."""
-        self.pause()
+        """New problem and runner from the settings; errors go next to their control.
+        While it builds (JAX compiles a new data shape, likelihood or method: seconds),
+        the plots carry a busy overlay that also takes their clicks, and the driving
+        buttons are off: the old problem is never shown as the new one."""
+        self._halt()
         s = self.settings
         errors = {}
+        self._set_busy(True)
         try:
-            problem = build_problem(s)
-            self.status.input_dim = problem.input_dim
-            runner = make_runner(problem, s)
-        except SettingError as exc:
-            errors[exc.control] = str(exc)
-        except (ValueError, TypeError) as exc:
-            errors["method"] = str(exc)
-        if errors:
-            self.status.errors = errors
-            self.message = next(iter(errors.values()))
-            self._render_status()
-            return False
-        with self._lock:
-            self.problem, self.runner = problem, runner
-            self.selected = [i for i in self.selected if i < len(problem.x_plot)]
-            self.mcmc.clear()
-        self.status.errors = {}
-        self.description.object = (f"*{problem.description}* — {len(problem.x_plot)} training "
-                                   f"points, {problem.input_dim}-D inputs.")
-        self.push()
-        return True
+            try:
+                problem = build_problem(s)
+                self.status.input_dim = problem.input_dim
+                runner = make_runner(problem, s)
+            except SettingError as exc:
+                errors[exc.control] = str(exc)
+            except (ValueError, TypeError) as exc:
+                errors["method"] = str(exc)
+            if errors:
+                self.status.errors = errors
+                self.message = next(iter(errors.values()))
+                self._render_status()
+                return False
+            with self._lock:
+                self.problem, self.runner = problem, runner
+                self.selected = [i for i in self.selected if i < len(problem.x_plot)]
+                self.mcmc.keep_for(problem)
+                self.cancelled = False
+            self.status.errors = {}
+            self.description.object = (f"*{problem.description}* — {len(problem.x_plot)} "
+                                       f"training points, {problem.input_dim}-D inputs.")
+            self.push()
+            return True
+        finally:
+            self._set_busy(False)
+
+    def _set_busy(self, busy: bool):
+        self.busy = busy
+        for pane in self.panes.values():
+            pane.loading = busy
+        for b in (self.step_button, self.reset_button, self.mcmc_button):
+            b.disabled = busy or (b is self.mcmc_button and MCMCReference.reason() is not None)
+        self.run_button.disabled = busy or self.running
 
     # -- driving --------------------------------------------------------------------
     def step(self, k: int = 1):
-        if self.runner is None:
+        if self.runner is None or self.busy:
             return
         with self._lock:
             self.runner.step(k)
+            self.cancelled = False
         self.push()
 
     def reset(self):
-        self.pause()
-        if self.runner is not None:
+        self._halt()
+        self.cancelled = False
+        if self.runner is not None and not self.busy:
             self.runner.reset()
             self.push()
 
     def run(self):
-        if self.runner is None or self.running:
+        if self.runner is None or self.running or self.busy:
             return
         period, _ = self._pace()
         if self._callback is None:
             self._callback = pn.state.add_periodic_callback(self._tick, period=period, start=False)
         self._callback.period = period
         self._callback.start()
-        self.running = True
+        self.running, self.cancelled = True, False
         self.run_button.disabled, self.pause_button.disabled = True, False
 
     def pause(self):
+        """The Pause button: the run stops before it converged, and the status says so."""
+        if self._halt() and self.runner is not None:
+            self.cancelled = self.runner.stop_reason() is None
+            self._render_status(self.runner.snapshot()["status"])
+
+    def _halt(self) -> bool:
+        """Stop the periodic callback, so that no frame is pushed while nothing changes;
+        True if the run was running."""
         if self._callback is not None and self._callback.running:
             self._callback.stop()
         was_running, self.running = self.running, False
-        self.run_button.disabled, self.pause_button.disabled = False, True
-        if was_running and self.runner is not None:
-            self._render_status(self.runner.snapshot()["status"])
+        self.run_button.disabled, self.pause_button.disabled = self.busy, True
+        return was_running
 
     def _pace(self):
         """(callback period in ms, iterations per tick) for the chosen speed."""
@@ -168,24 +203,32 @@ class LiveView(pn.viewable.Viewer):
         if self._callback is not None:
             self._callback.period = self._pace()[0]
 
+    def _on_cap(self, *_):
+        """A new cap applies to the current run (a run stopped at the old cap may go on)."""
+        if self.runner is not None:
+            self.runner.set_cap(int(self.settings.max_iters))
+            self.push()
+
     def _tick(self):
         if not self._lock.acquire(blocking=False):
             return          # the previous tick is still drawing: skip, never pile up
         try:
             runner = self.runner
-            if runner is None:
+            if runner is None or self.busy:
                 return
-            runner.step(self._pace()[1])
+            taken = runner.step(self._pace()[1])
+            stopped = runner.stop_reason() is not None
         finally:
             self._lock.release()
-        self.push()
-        if runner.diverged or runner.converged:
-            self.pause()
+        if stopped:
+            self._halt()
+        if taken or stopped:
+            self.push()
 
     # -- two points and MCMC --------------------------------------------------------
     def _on_tap(self, attr, old, new):
         """Bokeh selection on the data points: the last two clicked form the pair."""
-        if self.problem is None or not new:
+        if self.problem is None or not new or self.busy:
             return
         sel = (self.selected + [int(new[-1])])[-2:]
         if len(sel) == 2 and sel[0] != sel[1]:
@@ -200,7 +243,9 @@ class LiveView(pn.viewable.Viewer):
         self.push()
 
     def compute_mcmc(self):
-        if self.problem is None:
+        """AIS on the current problem (kept while only the method, α or ρ change); a
+        second press on a problem whose run was rough refines the schedule."""
+        if self.problem is None or self.busy:
             return
         self.mcmc_button.loading = True
         try:
@@ -212,8 +257,6 @@ class LiveView(pn.viewable.Viewer):
         finally:
             self.mcmc_button.loading = False
         self.push()
-        self.status_pane.object += (f" · MCMC (AIS) log p(y) ≈ <b>{self.mcmc.log_z:.3f}</b> ± "
-                                    f"{self.mcmc.log_z_se:.3f}")
 
     # -- drawing --------------------------------------------------------------------
     def joint_data(self):
@@ -235,23 +278,35 @@ class LiveView(pn.viewable.Viewer):
         with pn.io.hold():
             self.plots.update(snap, tuple(self.selected), self.mcmc.band(), self.joint_data(),
                               self.problem.x_label)
+            self.mcmc_pane.object = self.mcmc.summary_html()
+            self.mcmc_pane.visible = self.mcmc.samples is not None
             self.message = ""
             self._render_status(snap["status"])
 
     def _render_status(self, st=None):
         if self.message:
-            self.status_pane.object = f'<span class="bn-error">⚠ {self.message}</span>'
+            self.status_pane.object = (f'<span class="bn-error">⚠ '
+                                       f'{html.escape(self.message)}</span>')
             return
         if st is None:
             return
-        why = ("gave a posterior that is not positive definite" if not st["last_step_psd"]
-               else "needed a cavity that is not positive definite (its energy is undefined)"
-               if not st["last_step_cavity_psd"]
-               else "produced non-finite values (the iteration blew up)")
-        state = (f"<b class='bn-bad'>diverged</b>: a step {why}; the last good iterate is shown"
-                 if st["diverged"] else
-                 "<b class='bn-good'>converged</b>" if st["converged"] else
-                 "running" if self.running else "paused")
+        stop = st.get("stop")
+        if stop == "converged":
+            state = "<b class='bn-good'>converged</b>"
+        elif stop is not None and stop.startswith("diverged"):
+            why = STOP_REASONS[stop].removeprefix("diverged: ")
+            state = (f"<b class='bn-bad'>diverged</b>: {why}; the last good iterate is shown")
+        elif stop == "cap":
+            state = (f"<b class='bn-warn'>cap reached</b>: stopped at the iteration cap "
+                     f"({st['max_iters']}) before converging")
+        elif stop == "stalled":
+            state = f"<b class='bn-warn'>stalled</b>: {STOP_REASONS[stop].removeprefix('stopped: ')}"
+        elif self.running:
+            state = "<b>running</b>"
+        elif self.cancelled:
+            state = "<b class='bn-warn'>cancelled</b>: paused before converging (▶ Run goes on)"
+        else:
+            state = "ready" if st["iteration"] == 0 else "paused"
         control = (f" · {st['rejected']} proposed step(s) rejected by the safeguards; "
                    f"ρ is now <b>{st['step_size']:.3g}</b>" if st["rejected"] else "")
         self.status_pane.object = (f"Method <b>{self.settings.method}</b> · iteration "

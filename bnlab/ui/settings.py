@@ -14,7 +14,8 @@ from . import catalog
 #: parameters written to / read from the page URL (a teacher's shareable link)
 URL_PARAMS = ("dataset", "n", "likelihood", "kernel", "lengthscale", "variance", "period",
               "lik_scale", "df", "model", "num_inducing", "method", "base", "alpha", "rho",
-              "backtrack", "accelerate", "covariance", "band", "cubature_order", "speed")
+              "backtrack", "accelerate", "covariance", "band", "cubature_order", "speed",
+              "max_iters")
 
 
 class LabSettings(param.Parameterized):
@@ -43,6 +44,9 @@ class LabSettings(param.Parameterized):
     band = param.Integer(default=5, bounds=(1, 200))
     cubature_order = param.Integer(default=20, bounds=(2, 60))
     speed = param.Number(default=10.0, bounds=(1.0, 60.0), doc="iterations per second")
+    max_iters = param.Integer(default=1000, bounds=(1, 100_000),
+                              doc="iteration cap: a run that has neither converged nor "
+                              "diverged by then stops and says so")
     csv_text = param.String(default="", precedence=-1, doc="the uploaded CSV (not in the URL)")
 
     # -- derived -------------------------------------------------------------------

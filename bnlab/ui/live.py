@@ -222,8 +222,10 @@ class LiveView(pn.viewable.Viewer):
             self._lock.release()
         if stopped:
             self._halt()
-        if taken or stopped:
+        if taken:
             self.push()
+        elif stopped:            # nothing moved: the status changes, the plots do not
+            self._render_status(runner.snapshot()["status"])
 
     # -- two points and MCMC --------------------------------------------------------
     def _on_tap(self, attr, old, new):

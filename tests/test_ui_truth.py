@@ -1,0 +1,101 @@
+"""The lab tells the truth, without a browser: runs stop and say why, Compare runs
+each method at its own α and ρ, the α explorer marks what diverged, the MCMC reference
+carries its error bars and outlives method changes, bad links keep their good values."""
+import numpy as np
+import pytest
+
+from bnlab.ui import compare
+from bnlab.ui.controls import Status
+from bnlab.ui.live import LiveView
+from bnlab.ui.problem import build_problem
+from bnlab.ui.runner import STALL_ITERS, make_runner
+from bnlab.ui.settings import LabSettings
+
+
+def _ticks(live, limit=5000):
+    """Drive the live view as its periodic callback would, until the run stops."""
+    live.running = True
+    for _ in range(limit):
+        live._tick()
+        if not live.running:
+            return
+    raise AssertionError("the run never stopped")
+
+
+def test_vi_qn_run_stops_at_vi_optimum_and_says_why():
+    """vi_qn on the default problem reaches VI's optimum (plain VI's converged energy,
+    computed independently); the run then stops, by the method's own test or as
+    stalled, and the status says which — never 'running' at the fixed point."""
+    s = LabSettings(method="vi_qn")
+    live = LiveView(s, Status())
+    assert live.rebuild()
+    _ticks(live)
+    st = live.runner.snapshot()["status"]
+    assert st["stop"] in ("converged", "stalled")
+    assert st["iteration"] < 10 * STALL_ITERS
+    vi = compare.converge(live.problem, "vi", LabSettings(method="vi"))
+    assert vi.converged
+    np.testing.assert_allclose(st["energy"], vi.energy[-1], atol=1e-6)
+    text = live.status_pane.object
+    assert ("converged" in text or "stalled" in text) and "running" not in text
+
+
+def test_iteration_cap_stops_the_run_and_nothing_is_pushed_after():
+    s = LabSettings(method="ep", rho=0.05, max_iters=7)
+    live = LiveView(s, Status())
+    assert live.rebuild()
+    _ticks(live)
+    assert live.runner.iteration == 7 and live.runner.stop_reason() == "cap"
+    assert "cap reached" in live.status_pane.object and "(7)" in live.status_pane.object
+    frames = []
+    live.plots.update = lambda *a, **k: frames.append(1)
+    live.running = True
+    live._tick()                          # a stray tick after the stop: no step, no frame
+    assert live.runner.iteration == 7 and frames == [] and not live.running
+    assert "cap reached" in live.status_pane.object
+    del live.plots.update
+    s.max_iters = 9                       # a higher cap lets the same run go on
+    assert live.runner.stop_reason() is None and live.runner.iteration == 7
+    live.step(5)
+    assert live.runner.iteration == 9
+
+
+def test_pause_before_convergence_says_cancelled():
+    s = LabSettings(method="ep", rho=0.05)
+    live = LiveView(s, Status())
+    assert live.rebuild()
+    live.running = True
+    live._tick()
+    live.pause()
+    assert "cancelled" in live.status_pane.object and not live.running
+
+
+@pytest.mark.parametrize("method,how", [("laplace", "posterior that is not positive definite")])
+def test_divergence_says_how(method, how):
+    s = LabSettings(dataset="robust_1d", method=method, rho=1.0, lik_scale=0.05, df=2.0)
+    live = LiveView(s, Status())
+    assert live.rebuild()
+    _ticks(live, 100)
+    assert live.runner.stop_reason() == "diverged_posterior"
+    assert "diverged" in live.status_pane.object and how in live.status_pane.object
+
+
+def test_mcmc_reference_kept_across_method_alpha_rho_and_dropped_on_data_changes():
+    s = LabSettings(method="vi")
+    live = LiveView(s, Status())
+    assert live.rebuild()
+    live.mcmc.compute(live.problem, num_temps=30, num_chains=16)
+    live.push()
+    text = live.mcmc_pane.object
+    assert live.mcmc_pane.visible and "effective sample size" in text
+    assert f"{live.mcmc.ess:.0f}</b> of 16" in text and f"± {live.mcmc.log_z_se:.3f}" in text
+    assert "ESS below 100" in text              # 16 chains cannot reach it
+    band = live.plots.src["mcmc"].data["mean"]
+    s.param.update(method="pep", alpha=0.3)
+    s.rho = 0.9
+    assert live.mcmc.samples is not None
+    np.testing.assert_array_equal(live.plots.src["mcmc"].data["mean"], band)
+    assert live.mcmc.next_schedule(live.problem) == 4 * 30      # a rough run is refined
+    s.lengthscale = 2.0
+    assert live.mcmc.samples is None and not live.mcmc_pane.visible
+    assert len(live.plots.src["mcmc"].data["mean"]) == 0

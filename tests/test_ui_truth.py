@@ -99,3 +99,52 @@ def test_mcmc_reference_kept_across_method_alpha_rho_and_dropped_on_data_changes
     s.lengthscale = 2.0
     assert live.mcmc.samples is None and not live.mcmc_pane.visible
     assert len(live.plots.src["mcmc"].data["mean"]) == 0
+
+
+def test_compare_runs_pep_at_its_own_alpha_and_the_table_says_so():
+    """Sidebar method vi (α not its setting): Compare still runs pep at α = 0.5, as
+    bnlab.infer does independently, and EP at α = 1; the table shows α and ρ."""
+    import bnlab
+    s = LabSettings(method="vi")
+    view = compare.CompareView(s, method_a="pep", method_b="ep")
+    view.run_pair()
+    table = view.table.object
+    assert "<td class='bn-alpha'>0.5</td>" in table and "1 (EP)" in table
+    assert "<th>ρ</th>" in table and "<td>0.5</td>" in table
+    p = build_problem(s)
+    ref = {m: bnlab.infer(p.model, np.asarray(p.X), np.asarray(p.y), method=m, alpha=a,
+                          damping=0.5, max_iters=500, tol=1e-8).log_marginal
+           for m, a in (("pep", 0.5), ("ep", 1.0))}
+    shown = [float(c.split("</td>")[0]) for c in table.split("<td class='bn-energy'>")[1:]]
+    np.testing.assert_allclose(shown, [ref["pep"], ref["ep"]], atol=1e-3)
+    assert abs(shown[0] - shown[1]) > 1e-3
+    assert view.widgets["alpha_b"].disabled and not view.widgets["alpha_a"].disabled
+    view.param.update(method_a="laplace", rho_a=0.9)
+    view.run_pair()
+    assert "<td class='bn-alpha'>—</td><td>0.9</td>" in view.table.object
+
+
+def test_alpha_sweep_on_outliers_marks_every_diverged_alpha_and_draws_no_band_for_it():
+    """'Regression with outliers' with the sidebar's defaults: small α diverge (their
+    posterior stops being PD) and so does VI. The curve has no point for them, a red ×
+    each, the note names them, and neither their band nor VI's is drawn."""
+    import holoviews as hv
+    s = LabSettings(dataset="robust_1d")
+    sweep = compare.alpha_sweep(build_problem(s), s)
+    bad = [a for a, st in zip(sweep["alpha"], sweep["stop"]) if st.startswith("diverged")]
+    assert bad and 0.01 in bad and 1.0 not in bad
+    assert sweep["vi"]["stop"].startswith("diverged")
+    note = compare.sweep_note(sweep)
+    assert "α = " + ", ".join(f"{a:g}" for a in bad) in note and "VI diverged" in note
+    i_bad = sweep["alpha"].index(bad[0])
+    curve, band = compare.alpha_plots(sweep, i_bad)
+    drawn = {el.label: el for el in curve}
+    assert not set(bad) & set(drawn["Power EP(α)"].dimension_values(0))
+    np.testing.assert_array_equal(np.sort(drawn["diverged (no energy)"].dimension_values(0)),
+                                  np.sort(bad))
+    labels = [el.label for el in band]
+    assert not any(lab.startswith(("VI", "PEP")) for lab in labels) and "diverged" in \
+        band.opts.get().kwargs["title"]
+    _, band_ok = compare.alpha_plots(sweep, len(sweep["alpha"]) - 2)
+    assert any(lab.startswith("PEP α = 0.9") for lab in [el.label for el in band_ok])
+    hv.render(curve), hv.render(band)           # both draw

@@ -148,3 +148,23 @@ def test_alpha_sweep_on_outliers_marks_every_diverged_alpha_and_draws_no_band_fo
     _, band_ok = compare.alpha_plots(sweep, len(sweep["alpha"]) - 2)
     assert any(lab.startswith("PEP α = 0.9") for lab in [el.label for el in band_ok])
     hv.render(curve), hv.render(band)           # both draw
+
+
+@pytest.mark.parametrize("search,kept,bad", [
+    ("?alpha=5&method=pep", {"method": "pep"}, "alpha"),
+    ("?method=foo&kernel=rbf", {"kernel": "rbf"}, "method"),
+    ("?n=-3&dataset=counts_1d", {"dataset": "counts_1d"}, "n"),
+    ("?lengthscale=abc&variance=2.5", {"variance": 2.5}, "lengthscale"),
+])
+def test_a_bad_link_value_costs_only_itself_and_is_named_escaped(search, kept, bad):
+    from bnlab.ui.settings import link_notice, parse_link
+    good, errors = parse_link(search)
+    assert good == kept and list(errors) == [bad]
+    s = LabSettings()
+    s.param.update(**good)                          # applies: every kept value is valid
+    assert all(getattr(s, k) == v for k, v in kept.items())
+    assert errors[bad][0] in link_notice(errors) and bad in link_notice(errors)
+    good, errors = parse_link("?method=%3Cimg%20src%3Dx%20onerror%3Dalert(1)%3E&alpha=0.3")
+    assert good == {"alpha": 0.3}
+    notice = link_notice(errors)
+    assert "<img" not in notice and "&lt;img src=x onerror=alert(1)&gt;" in notice

@@ -131,6 +131,70 @@ class LabSettings(param.Parameterized):
     def url_state(self) -> dict:
         return {k: getattr(self, k) for k in URL_PARAMS}
 
+    def why_invalid(self, name: str, value) -> str | None:
+        """Why ``value`` cannot be the setting ``name`` (None if it can), in words."""
+        p = self.param[name]
+        if isinstance(p, param.Selector):
+            if value in p.objects:
+                return None
+            return f"must be one of {', '.join(map(str, p.objects))}"
+        try:
+            type(self)(**{name: value})
+        except Exception:  # param raises ValueError or TypeError by check
+            if isinstance(p, param.Boolean):
+                return "must be true or false"
+            kind = "a whole number" if isinstance(p, param.Integer) else "a number"
+            lo, hi = p.bounds or (None, None)
+            return f"must be {kind} from {lo:g} to {hi:g}" if lo is not None else f"must be {kind}"
+        return None
+
+
+def parse_link(search: str) -> tuple[dict, dict]:
+    """A shared link's query string (``?alpha=0.3&method=pep``) → ({name: value} of its
+    valid settings, {name: (text as typed, why it is not valid)} of the others). One bad
+    value costs only itself: the link's other settings still apply. Names that are not
+    settings are ignored."""
+    from urllib.parse import parse_qsl
+    good, bad = {}, {}
+    check = LabSettings()
+    for name, text in parse_qsl(search.lstrip("?"), keep_blank_values=True):
+        if name not in URL_PARAMS:
+            continue
+        value = _from_text(LabSettings.param[name], text)
+        why = check.why_invalid(name, text if value is None else value)
+        if value is not None and why is None:
+            good[name] = value
+            bad.pop(name, None)
+        else:
+            bad[name] = (text, why or "is not a value of this setting")
+            good.pop(name, None)
+    return good, bad
+
+
+def link_notice(bad: dict) -> str:
+    """The notification for a link's invalid values (escaped: a link is typed by anyone)."""
+    import html
+    items = "; ".join(f"{html.escape(name)} = “{html.escape(text[:60])}” {html.escape(why)}"
+                      for name, (text, why) in bad.items())
+    return (f"This link has values the lab cannot use, so their defaults are kept: {items}. "
+            "Its other settings are applied, and the address bar now holds what is shown.")
+
+
+def _from_text(p, text: str):
+    """The typed value of a query-string text for parameter ``p`` (None if it has none)."""
+    t = text.strip()
+    try:
+        if isinstance(p, param.Boolean):
+            return {"true": True, "false": False}.get(t.lower())
+        if isinstance(p, param.Integer):
+            return int(t)
+        if isinstance(p, param.Number):
+            v = float(t)
+            return v if v == v and abs(v) != float("inf") else None
+    except ValueError:
+        return None
+    return text
+
 
 def _preset_likelihood(dataset: str) -> str:
     from bnlab import datasets

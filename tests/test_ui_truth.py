@@ -168,3 +168,40 @@ def test_a_bad_link_value_costs_only_itself_and_is_named_escaped(search, kept, b
     assert good == {"alpha": 0.3}
     notice = link_notice(errors)
     assert "<img" not in notice and "&lt;img src=x onerror=alert(1)&gt;" in notice
+
+
+def test_choosing_a_preset_opens_its_settings_and_links_keep_theirs():
+    s = LabSettings()
+    s.dataset = "product_1d"
+    assert s.method == "ep"
+    s.method = "laplace"                     # the user's choice survives leaving the preset
+    s.dataset = "sparse_regression_1d"
+    assert (s.model, s.num_inducing, s.method, s.alpha) == ("sparse", 6, "pep", 0.5)
+    s.dataset = "classification_1d"         # what only the preset set goes back
+    assert (s.model, s.method, s.rho, s.lik_scale) == ("full", "vi", 0.5, 0.1)
+    s.apply_link({"dataset": "robust_1d", "method": "vi"})
+    assert s.method == "vi"                  # a link's method wins over the preset's
+    s.param.update(dataset="product_1d", kernel="rbf")
+    assert s.method == "ep" and s.kernel == "rbf"
+
+
+@pytest.mark.parametrize("dataset", [d for d in LabSettings.param.dataset.objects
+                                     if d not in ("csv", "breast_cancer")])
+def test_every_preset_converges_with_the_method_it_opens_with(dataset):
+    s = LabSettings()
+    s.dataset = dataset
+    r = compare.converge(build_problem(s), s.method, s, max_iters=1000)
+    assert r.stop_reason() == "converged", (s.method, r.stop_reason(), r.iteration)
+
+
+def test_sparse_preset_is_where_alpha_matters():
+    """VFE (α → 0) and FITC (α = 1) several nats apart, and their bands visibly so; the
+    PEP energy in between (Bui et al. 2017: the PEP energy interpolates)."""
+    s = LabSettings()
+    s.dataset = "sparse_regression_1d"
+    p = build_problem(s)
+    runs = {a: compare.converge(p, "ep" if a == 1 else "pep", s, alpha=a) for a in (0.01, 0.5, 1)}
+    e = {a: r.snapshot()["status"]["energy"] for a, r in runs.items()}
+    assert e[1] - e[0.01] > 10 and e[0.01] < e[0.5] < e[1]
+    m0, m1 = (runs[a].snapshot()["bands"]["f1"]["mean"] for a in (0.01, 1))
+    assert np.abs(m0 - m1).max() > 0.05

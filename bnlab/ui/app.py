@@ -62,7 +62,7 @@ class Lab(pn.viewable.Viewer):
             return
         good, self.link_errors = parse_link(loc.search or "")
         if good:
-            self.settings.param.update(**good)
+            self.settings.apply_link(good)
         # the bad values are reported by ``start``; sync's own all-or-nothing update
         # of the query then has nothing else to apply
         loc.sync(self.settings, {p: p for p in URL_PARAMS}, on_error=lambda _: None)

@@ -10,6 +10,7 @@ import param
 
 from ..methods.registry import ACCELERATED, ASCENDS_ELBO
 from . import catalog
+from .presets import preset_changes
 
 #: parameters written to / read from the page URL (a teacher's shareable link)
 URL_PARAMS = ("dataset", "n", "likelihood", "kernel", "lengthscale", "variance", "period",
@@ -48,6 +49,33 @@ class LabSettings(param.Parameterized):
                               doc="iteration cap: a run that has neither converged nor "
                               "diverged by then stops and says so")
     csv_text = param.String(default="", precedence=-1, doc="the uploaded CSV (not in the URL)")
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self._pinned = frozenset()
+        self.param.watch(self._on_dataset, list(URL_PARAMS) + ["csv_text"])
+
+    def _on_dataset(self, *events):
+        """A newly chosen data set brings its preset (``presets.PRESETS``), except for
+        the settings changed together with it."""
+        changed = {e.name: e for e in events}
+        if "dataset" not in changed:
+            return
+        ev = changed["dataset"]
+        defaults = {k: self.param[k].default for k in URL_PARAMS}
+        changes = preset_changes(ev.old, ev.new, self.url_state(), defaults,
+                                 keep=set(changed) | self._pinned)
+        if changes:
+            self.param.update(**changes)
+
+    def apply_link(self, values: dict):
+        """Set a link's values at once; a data set in it brings its preset only for
+        the settings the link does not name."""
+        self._pinned = frozenset(values)
+        try:
+            self.param.update(**values)
+        finally:
+            self._pinned = frozenset()
 
     # -- derived -------------------------------------------------------------------
     def resolved_likelihood(self, dataset_likelihood: str | None = None) -> str:

@@ -69,8 +69,14 @@ class Lab(pn.viewable.Viewer):
 
     def start(self):
         """Called once the page is loaded: first build (JAX compiles here)."""
-        if self.link_errors and pn.state.notifications is not None:
-            pn.state.notifications.warning(link_notice(self.link_errors), duration=0)
+        if self.link_errors:
+            # the address bar: the page's own query reaches the server with the page,
+            # so it is corrected now, to the values in force
+            s = self.settings
+            pn.state.location.update_query(**{k: s.param[k].serialize(getattr(s, k))
+                                              for k in self.link_errors})
+            if pn.state.notifications is not None:
+                pn.state.notifications.warning(link_notice(self.link_errors), duration=0)
         self.live.rebuild()
 
     def template(self):

@@ -204,7 +204,8 @@ class CompareView(pn.viewable.Viewer):
         self.widgets = {}
         for name, label in (("method_a", "Method A"), ("method_b", "Method B")):
             self.widgets[name] = pn.widgets.Select.from_param(self.param[name], label=label,
-                                                              width=200)
+                                                              width=200,
+                                                              css_classes=[f"bn-compare-{name}"])
         for name, label in (("alpha_a", "α (A)"), ("alpha_b", "α (B)"),
                             ("rho_a", "ρ (A)"), ("rho_b", "ρ (B)")):
             self.widgets[name] = pn.widgets.FloatInput.from_param(

@@ -58,7 +58,7 @@ class LiveView(pn.viewable.Viewer):
                       "predictive": bk(self.plots.predictive),
                       "psd": bk(self.plots.psd, css_classes=["bn-psd"]),
                       "site_prec": bk(self.plots.site_prec), "site_nat1": bk(self.plots.site_nat1),
-                      "joint": pn.pane.Bokeh(self.plots.joint)}
+                      "joint": pn.Column(pn.pane.Bokeh(self.plots.joint), margin=0)}
         self.run_button = pn.widgets.Button(label="▶ Run", color="success", width=90)
         self.pause_button = pn.widgets.Button(label="❚❚ Pause", width=90, disabled=True)
         self.step_button = pn.widgets.Button(label="Step", color="primary", width=90)
@@ -145,7 +145,7 @@ class LiveView(pn.viewable.Viewer):
 
     def _set_busy(self, busy: bool):
         self.busy = busy
-        for pane in self.panes.values():
+        for pane in self.panes.values():    # (the layouts: Panel's Bokeh pane cannot load)
             pane.loading = busy
         for b in (self.step_button, self.reset_button, self.mcmc_button):
             b.disabled = busy or (b is self.mcmc_button and MCMCReference.reason() is not None)

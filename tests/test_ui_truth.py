@@ -148,6 +148,41 @@ def test_alpha_sweep_on_outliers_marks_every_diverged_alpha_and_draws_no_band_fo
     _, band_ok = compare.alpha_plots(sweep, len(sweep["alpha"]) - 2)
     assert any(lab.startswith("PEP α = 0.9") for lab in [el.label for el in band_ok])
     hv.render(curve), hv.render(band)           # both draw
+    # the per-point picture: an outlier by default; at a PEP fixed point of a full GP q
+    # has the tilted distribution's mean and variance (q\ᵢ tᵢ^α = q) for every α
+    from bnlab.studies.tilted import tilted_marginal
+    p = sweep["problem"]
+    i = compare.surprising_point(sweep)
+    assert abs(float(p.y[i]) - np.sin(float(p.x_plot[i]))) > 1.5
+    for k in (sweep["alpha"].index(0.5), len(sweep["alpha"]) - 1):
+        marginals, sites = sweep["states"][k]
+        pic = tilted_marginal(p.model.likelihood, p.params["likelihood"], p.y[i], marginals,
+                              sites, i, sweep["alpha"][k])
+        np.testing.assert_allclose([pic["tilted_mean"], pic["tilted_var"]],
+                                   [pic["q_mean"], pic["q_var"]], rtol=1e-4, atol=1e-6)
+        assert {el.label for el in compare.point_picture(sweep, k, i)} >= {"q(fᵢ)", "cavity"}
+    assert "diverged" in compare.point_picture(sweep, i_bad, i).opts.get().kwargs["title"]
+
+
+def test_tilted_distribution_of_a_gaussian_likelihood_is_the_closed_form():
+    """Gaussian likelihood: cavity N(mc, vc) × N(y | f, σ²)^α is Gaussian with
+    precision 1/vc + α/σ² and mean (mc/vc + αy/σ²) / precision, at any state."""
+    from bnlab.studies.tilted import tilted_marginal
+    s = LabSettings(dataset="regression_1d", method="pep", alpha=0.3, lik_scale=0.05)
+    p = build_problem(s)
+    r = make_runner(p, s)
+    r.step(2)
+    st, i, a = r.state, 7, 0.3
+    pic = tilted_marginal(p.model.likelihood, p.params["likelihood"], p.y[i], st.marginals,
+                          st.sites, i, a)
+    m, v = float(st.marginals.mean[i, 0]), float(st.marginals.cov[i, 0, 0])
+    pc = 1 / v - a * float(st.sites.prec[i, 0, 0])
+    mc = (m / v - a * float(st.sites.nat1[i, 0])) / pc
+    prec = pc + a / 0.05
+    np.testing.assert_allclose(pic["tilted_mean"], (pc * mc + a * float(p.y[i]) / 0.05) / prec,
+                               rtol=1e-6)
+    np.testing.assert_allclose(pic["tilted_var"], 1 / prec, rtol=1e-5)
+    np.testing.assert_allclose(pic["q_mean"], m) and np.testing.assert_allclose(pic["q_var"], v)
 
 
 @pytest.mark.parametrize("search,kept,bad", [

@@ -60,19 +60,63 @@ def alpha_sweep(problem, settings: LabSettings, alphas=ALPHAS, progress=None) ->
     vi = converge(problem, "vi", settings)
     if progress:
         progress()
-    snaps, energies, stops = [], [], []
+    snaps, energies, stops, states = [], [], [], []
     for a in alphas:
         r = converge(problem, "ep" if a == 1.0 else "pep", settings, alpha=a)
         snap = r.snapshot()
         snaps.append(snap)
         stops.append(r.stop_reason())
+        states.append((r.state.marginals, r.state.sites))
         energies.append(np.nan if r.diverged else snap["status"]["energy"])
         if progress:
             progress()
     vi_snap = vi.snapshot()
     return {"alpha": tuple(alphas), "energy": energies, "stop": stops, "snaps": snaps,
+            "states": states, "problem": problem,
             "vi": {"energy": vi_snap["status"]["energy"], "stop": vi.stop_reason(),
                    "snap": vi_snap}, "x_label": problem.x_label}
+
+
+def surprising_point(sweep: dict) -> int:
+    """The data point farthest from EP's posterior mean (α = 1, else the largest α
+    that did not diverge): an outlier, a misclassified label: where α shows."""
+    k = max((k for k, st in enumerate(sweep["stop"]) if not _diverged(st)), default=None)
+    if k is None:
+        return 0
+    y = np.asarray(sweep["problem"].y, float)
+    return int(np.argmax(np.abs(y - np.asarray(sweep["states"][k][0].mean[:, 0]))))
+
+
+def point_picture(sweep: dict, index: int, point: int):
+    """q(fᵢ), the cavity and the tilted distribution at data point ``point`` for the
+    swept α number ``index`` (``bnlab.studies.tilted``)."""
+    from bnlab.studies.tilted import tilted_marginal
+    a = sweep["alpha"][index]
+    p = sweep["problem"]
+    where = (f"point {point} (x = {float(p.x_plot[point]):.3g}, "
+             f"y = {float(np.asarray(p.y)[point]):.3g})")
+    opts = dict(responsive=True, min_height=260, legend_position="right",
+                xlabel=f"f at {where}", ylabel="density")
+    if _diverged(sweep["stop"][index]):
+        return hv.Curve([]).opts(title=f"α = {a:g} diverged: no q(fᵢ) to show", **opts)
+    marginals, sites = sweep["states"][index]
+    try:
+        pic = tilted_marginal(p.model.likelihood, p.params["likelihood"], p.y[point],
+                              marginals, sites, point, a)
+    except ValueError as exc:
+        return hv.Curve([]).opts(title=str(exc), **opts)
+    layers = [hv.Curve((pic["f"], pic["q"]), "f", "density", label="q(fᵢ)")
+              .opts(color="#1f5fa8", line_width=2)]
+    if pic["tilted"] is None:
+        title = f"α = {a:g}: the cavity is not positive definite, no tilted distribution"
+    else:
+        layers += [hv.Curve((pic["f"], pic["tilted"]), "f", "density",
+                            label=f"tilted ∝ cavity × p(yᵢ|fᵢ)^{a:g}")
+                   .opts(color="#d62728", line_width=2, line_dash="dashed"),
+                   hv.Curve((pic["f"], pic["cavity"]), "f", "density", label="cavity")
+                   .opts(color="#888888", line_dash="dotted")]
+        title = f"q(fᵢ) against the tilted distribution, α = {a:g}"
+    return hv.Overlay(layers).opts(title=title, **opts)
 
 
 def _band(snap, label, colour, dash="solid"):
@@ -198,6 +242,10 @@ class CompareView(pn.viewable.Viewer):
         self.pair_trace = pn.pane.HoloViews(None, sizing_mode="stretch_width")
         self.alpha_energy = pn.pane.HoloViews(None, sizing_mode="stretch_width")
         self.alpha_band = pn.pane.HoloViews(None, sizing_mode="stretch_width")
+        self.alpha_point = pn.pane.HoloViews(None, sizing_mode="stretch_width")
+        self.point_input = pn.widgets.IntInput(label="Point i (per-point picture)", value=0,
+                                               start=0, width=180)
+        self.point_input.param.watch(lambda e: self._draw_sweep(), "value")
         self.alpha_slider = pn.widgets.DiscreteSlider(label="Show α", options=list(ALPHAS),
                                                       value=ALPHAS[self.alpha_index], width=300)
         self.alpha_slider.param.watch(self._on_alpha, "value")
@@ -220,8 +268,9 @@ class CompareView(pn.viewable.Viewer):
                    W["rho_b"], run),
             self.error, self.table, pn.Row(self.pair_pane, self.pair_trace),
             pn.pane.Markdown("### α explorer — Power EP between VI (α → 0) and EP (α = 1)"),
-            pn.Row(sweep, self.alpha_slider, self.progress), self.note,
-            pn.Row(self.alpha_energy, self.alpha_band), sizing_mode="stretch_width")
+            pn.Row(sweep, self.alpha_slider, self.point_input, self.progress), self.note,
+            pn.Row(self.alpha_energy, self.alpha_band), self.alpha_point,
+            sizing_mode="stretch_width")
 
     def __panel__(self):
         return self.layout
@@ -282,6 +331,8 @@ class CompareView(pn.viewable.Viewer):
             return
         finally:
             self.progress.visible = False
+        self.point_input.end = len(self.sweep["problem"].x_plot) - 1
+        self.point_input.value = surprising_point(self.sweep)     # draws
         self._draw_sweep()
 
     def _advance(self):
@@ -293,7 +344,12 @@ class CompareView(pn.viewable.Viewer):
             self._draw_sweep()
 
     def _draw_sweep(self):
+        if self.sweep is None:
+            return
         energy, band = alpha_plots(self.sweep, self.alpha_index, self.sweep["x_label"])
+        point = min(max(int(self.point_input.value), 0), len(self.sweep["problem"].x_plot) - 1)
+        picture = point_picture(self.sweep, self.alpha_index, point)
         with pn.io.hold():
             self.alpha_energy.object, self.alpha_band.object = energy, band
+            self.alpha_point.object = picture
             self.note.object = sweep_note(self.sweep)

@@ -240,3 +240,13 @@ def test_sparse_preset_is_where_alpha_matters():
     assert e[1] - e[0.01] > 10 and e[0.01] < e[0.5] < e[1]
     m0, m1 = (runs[a].snapshot()["bands"]["f1"]["mean"] for a in (0.01, 1))
     assert np.abs(m0 - m1).max() > 0.05
+
+
+def test_a_tap_on_two_neighbours_forms_the_pair_and_iteration_ticks_are_whole():
+    s = LabSettings(method="vi")
+    live = LiveView(s, Status())
+    assert live.rebuild()
+    live._on_tap("indices", [], [3])
+    live._on_tap("indices", [3], [3, 4])         # the tap hit both neighbours
+    assert live.selected == [3, 4] and len(live.plots.src["pair"].data["x"]) == 2
+    assert live.plots.energy.xaxis[0].ticker.min_interval == 1

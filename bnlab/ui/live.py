@@ -229,10 +229,13 @@ class LiveView(pn.viewable.Viewer):
 
     # -- two points and MCMC --------------------------------------------------------
     def _on_tap(self, attr, old, new):
-        """Bokeh selection on the data points: the last two clicked form the pair."""
+        """Bokeh selection on the data points: the last two clicked form the pair. A
+        tap on overlapping or nearby points selects them all: the one that is not the
+        previous pick is taken, so two neighbours can form a pair."""
         if self.problem is None or not new or self.busy:
             return
-        sel = (self.selected + [int(new[-1])])[-2:]
+        fresh = [int(i) for i in new if int(i) not in self.selected[-1:]]
+        sel = (self.selected + [fresh[-1] if fresh else int(new[-1])])[-2:]
         if len(sel) == 2 and sel[0] != sel[1]:
             self.select_pair(*sel)
         else:

@@ -6,7 +6,7 @@ a source update a few milliseconds."""
 from __future__ import annotations
 
 import numpy as np
-from bokeh.models import ColumnDataSource, FactorRange, TapTool
+from bokeh.models import BasicTicker, ColumnDataSource, FactorRange, TapTool
 from bokeh.plotting import figure
 
 LATENT = ("#1f5fa8", "#c2571a")
@@ -90,6 +90,8 @@ class LivePlots:
                  y_range=FactorRange(*PSD_ROWS), height=130)
         q.rect("iteration", "check", width=0.9, height=0.8, source=s["psd"], color="colour")
         self.psd = q
+        for f in (e, q):                  # iterations are whole numbers: no 0.5 ticks
+            f.xaxis.ticker = BasicTicker(min_interval=1)
 
         sp = _fig("Site precisions Λ̄ₙ (red: negative)", "x", "Λ̄ₙ", height=240)
         sp.scatter("x", "prec", source=s["prec"], color="colour", size=5)

@@ -250,3 +250,33 @@ def test_a_tap_on_two_neighbours_forms_the_pair_and_iteration_ticks_are_whole():
     live._on_tap("indices", [3], [3, 4])         # the tap hit both neighbours
     assert live.selected == [3, 4] and len(live.plots.src["pair"].data["x"]) == 2
     assert live.plots.energy.xaxis[0].ticker.min_interval == 1
+
+
+def test_surfaces_offer_the_model_s_axes_mark_theta_and_label_the_colour_bar():
+    import holoviews as hv
+    import xarray as xr
+    from bnlab.ui.surfaces import SurfacesView, surface_plots
+    from bnlab.ui.trajectories import Trajectory
+    s = LabSettings()                                   # probit, Matérn: no noise, df, period
+    view = SurfacesView(s)
+    assert view.param.axis0.objects == ["lengthscale", "variance"]
+    s.param.update(dataset="robust_1d", kernel="periodic")
+    assert set(view.param.axis0.objects) == {"lengthscale", "variance", "period", "scale", "df"}
+    view.methods.value = ["vi", "pep"]
+    assert "alpha" in view.param.axis1.objects
+    ls, var = np.geomspace(0.1, 10, 4), np.geomspace(0.1, 10, 3)
+    ds = xr.Dataset({"log_marginal_per_n": (("scheme", "variance", "lengthscale"),
+                                            np.random.default_rng(0).normal(size=(1, 3, 4)))},
+                    coords={"scheme": ["vi"], "variance": var, "lengthscale": ls})
+    path = Trajectory({"variance": np.array([1.0, 2.0]), "lengthscale": np.array([1.0, 3.0])},
+                      "#ff7f0e", "converged")
+    layout, _ = surface_plots(ds, trajectories={"joint ELBO (VI)": path},
+                              current={"variance": 2.0, "lengthscale": 0.5})
+    panel = list(layout)[0]
+    star = [el for el in panel if el.group == "Points" and el.opts.get().kwargs.get("marker") == "star"]
+    np.testing.assert_allclose(star[0].array()[0], np.log10([0.5, 2.0]))
+    fig = hv.render(panel)
+    labels = [item.label["value"] for legend in fig.legend for item in legend.items]
+    assert labels == ["joint ELBO (VI)"]
+    bars = [r for r in fig.right if type(r).__name__ == "ColorBar"]
+    assert bars and bars[0].title == "log p(y) / n"

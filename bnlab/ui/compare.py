@@ -95,8 +95,7 @@ def point_picture(sweep: dict, index: int, point: int):
     p = sweep["problem"]
     where = (f"point {point} (x = {float(p.x_plot[point]):.3g}, "
              f"y = {float(np.asarray(p.y)[point]):.3g})")
-    opts = dict(responsive=True, min_height=260, legend_position="right",
-                xlabel=f"f at {where}", ylabel="density")
+    opts = dict(responsive=True, min_height=260, xlabel=f"f at {where}", ylabel="density")
     if _diverged(sweep["stop"][index]):
         return hv.Curve([]).opts(title=f"α = {a:g} diverged: no q(fᵢ) to show", **opts)
     marginals, sites = sweep["states"][index]
@@ -116,7 +115,7 @@ def point_picture(sweep: dict, index: int, point: int):
                    hv.Curve((pic["f"], pic["cavity"]), "f", "density", label="cavity")
                    .opts(color="#888888", line_dash="dotted")]
         title = f"q(fᵢ) against the tilted distribution, α = {a:g}"
-    return hv.Overlay(layers).opts(title=title, **opts)
+    return hv.Overlay(layers).opts(title=title, legend_position="right", **opts)
 
 
 def _band(snap, label, colour, dash="solid"):

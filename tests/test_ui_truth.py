@@ -280,3 +280,17 @@ def test_surfaces_offer_the_model_s_axes_mark_theta_and_label_the_colour_bar():
     assert labels == ["joint ELBO (VI)"]
     bars = [r for r in fig.right if type(r).__name__ == "ColorBar"]
     assert bars and bars[0].title == "log p(y) / n"
+
+
+def test_energy_gap_view_shows_the_distance_to_the_latest_energy_on_a_log_axis():
+    s = LabSettings(method="ep")
+    live = LiveView(s, Status())
+    assert live.rebuild()
+    live.step(6)
+    e = np.asarray(live.runner.energy)
+    gap = live.plots.src["gap"].data
+    np.testing.assert_allclose(gap["gap"], np.abs(e[:-1] - e[-1])[np.abs(e[:-1] - e[-1]) > 0])
+    assert live.plots.gap.y_scale.__class__.__name__ == "LogScale"
+    assert not live.panes["gap"].visible
+    live.gap_toggle.value = True
+    assert live.panes["gap"].visible and not live.panes["energy"].visible

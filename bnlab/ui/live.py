@@ -55,6 +55,7 @@ class LiveView(pn.viewable.Viewer):
 
         self.panes = {"band": bk(self.plots.band, css_classes=["bn-band"]),
                       "energy": bk(self.plots.energy, css_classes=["bn-energy"]),
+                      "gap": bk(self.plots.gap, css_classes=["bn-gap"]),
                       "predictive": bk(self.plots.predictive),
                       "psd": bk(self.plots.psd, css_classes=["bn-psd"]),
                       "site_prec": bk(self.plots.site_prec), "site_nat1": bk(self.plots.site_nat1),
@@ -83,6 +84,9 @@ class LiveView(pn.viewable.Viewer):
                                              "(AIS + elliptical slice sampling; a few seconds)")
         self.mcmc_button.on_click(lambda e: self.compute_mcmc())
         self.status_pane = pn.pane.HTML("", css_classes=["bn-status"], sizing_mode="stretch_width")
+        self.gap_toggle = pn.widgets.Checkbox(label="Energy plot: distance to the latest "
+                                              "energy, log scale", value=False)
+        self.gap_toggle.param.watch(self._on_gap_toggle, "value")
         self.mcmc_pane = pn.pane.HTML("", css_classes=["bn-mcmc"], sizing_mode="stretch_width",
                                       visible=False)
         self.description = pn.pane.Markdown("", sizing_mode="stretch_width", margin=(0, 10))
@@ -91,7 +95,8 @@ class LiveView(pn.viewable.Viewer):
             pn.Row(self.run_button, self.pause_button, self.step_button, self.reset_button,
                    self.speed, self.cap, self.mcmc_button, sizing_mode="stretch_width"),
             self.status_pane, self.description, self.mcmc_pane, P["band"],
-            pn.Row(P["energy"], P["predictive"], sizing_mode="stretch_width"),
+            self.gap_toggle,
+            pn.Row(P["energy"], P["gap"], P["predictive"], sizing_mode="stretch_width"),
             P["psd"],
             pn.Row(P["site_prec"], P["site_nat1"], sizing_mode="stretch_width"),
             pn.Row(pn.Column(pn.pane.Markdown("**Two points** — the joint Gaussian q(fᵢ, fⱼ) "
@@ -100,8 +105,13 @@ class LiveView(pn.viewable.Viewer):
                              pn.Row(self.pick_i, self.pick_j, pick)), P["joint"]),
             sizing_mode="stretch_width")
 
+        P["gap"].visible = False
+
     def __panel__(self):
         return self.layout
+
+    def _on_gap_toggle(self, event):
+        self.panes["energy"].visible, self.panes["gap"].visible = not event.new, event.new
 
     # -- building a run -------------------------------------------------------------
     def _on_settings(self, *events):

@@ -294,3 +294,21 @@ def test_energy_gap_view_shows_the_distance_to_the_latest_energy_on_a_log_axis()
     assert not live.panes["gap"].visible
     live.gap_toggle.value = True
     assert live.panes["gap"].visible and not live.panes["energy"].visible
+
+
+def test_surfaces_run_pep_at_the_sidebar_alpha_whatever_the_sidebar_method(monkeypatch):
+    """As in Compare: a pep surface is PEP at the sidebar's α even while the sidebar's
+    own method (vi) has no α; ep stays α = 1 inside bnlab.surface."""
+    import bnlab
+    from bnlab.ui.surfaces import SurfacesView
+    seen = {}
+
+    def fake_surface(model, X, y, **kw):
+        seen.update(kw)
+        raise ValueError("stop here")
+    monkeypatch.setattr(bnlab, "surface", fake_surface)
+    s = LabSettings(method="vi", alpha=0.3)
+    view = SurfacesView(s)
+    view.methods.value = ["ep", "pep"]
+    view.compute()
+    assert seen["alpha"] == 0.3 and "stop here" in view.message.object

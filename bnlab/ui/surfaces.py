@@ -237,7 +237,7 @@ class SurfacesView(pn.viewable.Viewer):
         s = self.settings
         try:
             ds = bnlab.surface(problem.model, problem.X, problem.y, methods=list(self.methods.value),
-                               grid=grid, params=problem.params, alpha=s.effective_alpha(),
+                               grid=grid, params=problem.params, alpha=s.alpha,
                                damping=s.rho, backtracking=s.backtrack,
                                acceleration=s.accelerate,
                                cubature=("gauss_hermite", s.cubature_order),

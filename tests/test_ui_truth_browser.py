@@ -5,24 +5,11 @@ import re
 
 import pytest
 
-from test_ui_browser import LOAD_TIMEOUT, _bold, _choose, _wait_method
+from test_ui_browser import LOAD_TIMEOUT, _bold, _choose, _open, _wait_method
 
 pytestmark = pytest.mark.ui
 
 STOPPED = ("converged", "diverged", "cap reached", "stalled")
-
-
-def _open(browser, url):
-    """As test_ui_browser's, with room for a first page load on a busy machine."""
-    ctx = browser.new_context(viewport={"width": 1500, "height": 1300})
-    page = ctx.new_page()
-    page.set_default_navigation_timeout(LOAD_TIMEOUT)
-    page.console_errors = []
-    page.on("console", lambda m: page.console_errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: page.console_errors.append(str(e)))
-    page.goto(url)
-    page.wait_for_selector(".bn-status b", timeout=LOAD_TIMEOUT)
-    return ctx, page
 
 
 def _text(page, css):

@@ -81,7 +81,8 @@ class LiveView(pn.viewable.Viewer):
         self.mcmc_button = pn.widgets.Button(label="MCMC reference", width=140,
                                              disabled=reason is not None,
                                              description=reason or "sample the exact posterior "
-                                             "(AIS + elliptical slice sampling; a few seconds)")
+                                             "(AIS + elliptical slice sampling over 256 chains; "
+                                             "tens of seconds; again: a longer schedule)")
         self.mcmc_button.on_click(lambda e: self.compute_mcmc())
         self.status_pane = pn.pane.HTML("", css_classes=["bn-status"], sizing_mode="stretch_width")
         self.gap_toggle = pn.widgets.Checkbox(label="Energy plot: distance to the latest "

@@ -273,7 +273,8 @@ def test_surfaces_offer_the_model_s_axes_mark_theta_and_label_the_colour_bar():
     layout, _ = surface_plots(ds, trajectories={"joint ELBO (VI)": path},
                               current={"variance": 2.0, "lengthscale": 0.5})
     panel = list(layout)[0]
-    star = [el for el in panel if el.group == "Points" and el.opts.get().kwargs.get("marker") == "star"]
+    star = [el for el in panel
+            if el.group == "Points" and el.opts.get().kwargs.get("marker") == "star"]
     np.testing.assert_allclose(star[0].array()[0], np.log10([0.5, 2.0]))
     fig = hv.render(panel)
     labels = [item.label["value"] for legend in fig.legend for item in legend.items]

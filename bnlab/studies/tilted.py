@@ -1,10 +1,10 @@
 """Power EP's local picture at one data point: the approximate marginal q(fᵢ), the
 cavity q\\ᵢ(fᵢ) ∝ q(fᵢ) / tᵢ(fᵢ)^α and the tilted distribution
-p̃ᵢ(fᵢ) ∝ q\\ᵢ(fᵢ) p(yᵢ | fᵢ)^α (Minka 2004; Bui, Yan & Turner 2017 §3; Wilkinson et al.
-2023 eqs. 20–22). At a Power-EP fixed point of a full GP, q matches the tilted
-distribution's mean and variance (q\\ᵢ tᵢ^α = q), whatever α; what α changes is how
-much of the likelihood the tilted distribution carries, hence how far its shape (an
-outlier's second mode, a skew) is from the Gaussian that summarises it.
+p̃ᵢ(fᵢ) ∝ q\\ᵢ(fᵢ) p(yᵢ | fᵢ)^α (Minka 2004; Bui, Yan & Turner 2017 §3;
+Wilkinson et al. 2023 eqs. 20–22). At a Power-EP fixed point of a full GP, q matches
+the tilted distribution's mean and variance (q\\ᵢ tᵢ^α = q), whatever α; what α
+changes is how much of the likelihood the tilted distribution carries, hence how far
+its shape (an outlier's second mode, a skew) is from the Gaussian that summarises it.
 
 The densities are evaluated on a grid of the first latent (one-latent likelihoods),
 the tilted one normalised numerically (trapezoid rule on a grid spanning ±8 standard

@@ -316,7 +316,8 @@ class LiveView(pn.viewable.Viewer):
             state = (f"<b class='bn-warn'>cap reached</b>: stopped at the iteration cap "
                      f"({st['max_iters']}) before converging")
         elif stop == "stalled":
-            state = f"<b class='bn-warn'>stalled</b>: {STOP_REASONS[stop].removeprefix('stopped: ')}"
+            why = STOP_REASONS[stop].removeprefix("stopped: ")
+            state = f"<b class='bn-warn'>stalled</b>: {why}"
         elif self.running:
             state = "<b>running</b>"
         elif self.cancelled:

@@ -91,8 +91,9 @@ class MCMCReference:
                 f"(standard error) · effective sample size <b class='bn-ess'>"
                 f"{self.ess:.0f}</b> of {self.num_chains}")
         if self.ess < MIN_ESS:
-            more = (f"press “MCMC reference” again for {min(self.num_temps * REFINE, MAX_TEMPS)}"
-                    " temperatures" if self.num_temps < MAX_TEMPS else
+            longer = min(self.num_temps * REFINE, MAX_TEMPS)
+            more = (f"press “MCMC reference” again for {longer} temperatures"
+                    if self.num_temps < MAX_TEMPS else
                     f"{MAX_TEMPS} temperatures is the most the lab runs; this posterior is "
                     "too far from the prior for AIS here")
             line += (f"<br><span class='bn-warn'>⚠ ESS below {MIN_ESS}: a few chains carry "

@@ -99,6 +99,12 @@ def _regression_1d(n=60, seed=0):
     return X, np.sin(2 * X[:, 0]) + 0.2 * rng.standard_normal(n)
 
 
+def _sparse_regression_1d(n=120, seed=0):
+    """The regression set, twice as dense: for a sparse GP with few inducing points,
+    where the Power-EP power α matters (VFE at α → 0, FITC at α = 1; Bui et al. 2017)."""
+    return _regression_1d(n, seed)
+
+
 SYNTHETIC = {
     "classification_1d": (_classification_1d, "bernoulli", "1-D probit classification"),
     "counts_1d": (_counts_1d, "poisson", "1-D Poisson counts, log-rate 1 + sin x"),
@@ -106,6 +112,9 @@ SYNTHETIC = {
     "heteroscedastic_1d": (_heteroscedastic_1d, "heteroscedastic", "1-D input-dependent noise"),
     "product_1d": (_product_1d, "product", "1-D amplitude demodulation"),
     "regression_1d": (_regression_1d, "gaussian", "1-D Gaussian regression"),
+    "sparse_regression_1d": (_sparse_regression_1d, "gaussian",
+                             "1-D regression for a sparse GP with 6 inducing points: "
+                             "VFE (α → 0) and FITC (α = 1) differ"),
 }
 
 

@@ -11,6 +11,7 @@ LOAD_TIMEOUT = 90_000
 def _open(browser, url):
     ctx = browser.new_context(viewport={"width": 1500, "height": 1300})
     page = ctx.new_page()
+    page.set_default_navigation_timeout(LOAD_TIMEOUT)      # a first load on a busy machine
     page.console_errors = []
     page.on("console", lambda m: page.console_errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: page.console_errors.append(str(e)))

@@ -37,7 +37,8 @@ from .. import cubature
 from .._runtime import disk_cache as cache
 from ..posterior import full
 
-__all__ = ["AISResult", "ais", "ais_grid", "ess_step", "predictive_samples"]
+__all__ = ["AISResult", "ais", "ais_grid", "ess_step", "predictive_samples",
+           "effective_sample_size"]
 
 TWO_PI = 2.0 * np.pi
 
@@ -54,6 +55,17 @@ class AISResult(NamedTuple):
     log_predictive: float        # mean test log predictive density (NaN without a test set)
     mean_shrinks: float          # average number of ESS shrinks per transition
     capped_fraction: float       # fraction of ESS transitions that hit the shrink cap
+    ess: float = float("nan")    # effective sample size of the weights (Kong 1992)
+
+
+def effective_sample_size(log_weights) -> float:
+    """Kong's (1992) effective sample size (Σ w)² / Σ w² of importance weights: how
+    many equally weighted draws the weighted chains are worth. Few (one chain carrying
+    most of the weight) means log Ẑ and its delta-method standard error, which assume
+    the weights' spread is seen, are not to be trusted."""
+    lw = np.asarray(log_weights, float)
+    w = np.exp(lw - lw.max())
+    return float(w.sum() ** 2 / (w ** 2).sum())
 
 
 def _log_lik(model, params, y, f):
@@ -327,4 +339,5 @@ def ais(model, X, y, params=None, *, X_test=None, y_test=None, num_temps=1000,
                       chunk_size=1, use_cache=use_cache, keep_samples=True)
     return AISResult(float(out["log_z"][0]), float(out["log_z_se"][0]), out["log_weights"][0],
                      out["samples"][0], float(out["lpd"][0]), float(out["mean_shrinks"][0]),
-                     float(out["capped_fraction"][0]))
+                     float(out["capped_fraction"][0]),
+                     effective_sample_size(out["log_weights"][0]))

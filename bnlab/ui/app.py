@@ -11,7 +11,7 @@ import panel as pn
 from .compare import CompareView
 from .controls import Controls, Status
 from .live import LiveView
-from .settings import URL_PARAMS, LabSettings
+from .settings import URL_PARAMS, LabSettings, link_notice, parse_link
 from .surfaces import SurfacesView
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
@@ -41,6 +41,7 @@ class Lab(pn.viewable.Viewer):
     def __init__(self, **params):
         super().__init__(**params)
         self.settings = LabSettings()
+        self.link_errors = {}
         self.status = Status()
         self.controls = Controls(self.settings, self.status)
         self.live = LiveView(self.settings, self.status)
@@ -52,12 +53,30 @@ class Lab(pn.viewable.Viewer):
                             dynamic=False, sizing_mode="stretch_both")
 
     def sync_url(self):
-        """Two-way binding between the settings and the page's query string."""
-        if pn.state.location is not None:
-            pn.state.location.sync(self.settings, {p: p for p in URL_PARAMS})
+        """Two-way binding between the settings and the page's query string. A shared
+        link is read value by value (``parse_link``): its valid values apply, an
+        invalid one keeps its default and is named in a notification when the page
+        loads, and the address bar is rewritten with the settings in force."""
+        loc = pn.state.location
+        if loc is None:
+            return
+        good, self.link_errors = parse_link(loc.search or "")
+        if good:
+            self.settings.apply_link(good)
+        # the bad values are reported by ``start``; sync's own all-or-nothing update
+        # of the query then has nothing else to apply
+        loc.sync(self.settings, {p: p for p in URL_PARAMS}, on_error=lambda _: None)
 
     def start(self):
         """Called once the page is loaded: first build (JAX compiles here)."""
+        if self.link_errors:
+            # the address bar: the page's own query reaches the server with the page,
+            # so it is corrected now, to the values in force
+            s = self.settings
+            pn.state.location.update_query(**{k: s.param[k].serialize(getattr(s, k))
+                                              for k in self.link_errors})
+            if pn.state.notifications is not None:
+                pn.state.notifications.warning(link_notice(self.link_errors), duration=0)
         self.live.rebuild()
 
     def template(self):

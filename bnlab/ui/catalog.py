@@ -16,6 +16,7 @@ DATASETS = {
     "heteroscedastic_1d": "Heteroscedastic noise (1-D)",
     "product_1d": "Amplitude demodulation (1-D, product)",
     "regression_1d": "Gaussian regression (1-D)",
+    "sparse_regression_1d": "Sparse regression, 6 inducing points (α matters)",
     "breast_cancer": "Breast cancer (scikit-learn, 30-D)",
     "csv": "My CSV file (upload)",
 }

@@ -2,6 +2,7 @@
 α explorer that sweeps the Power-EP power from VI (α → 0) to EP (α = 1)."""
 from __future__ import annotations
 
+
 import holoviews as hv
 import numpy as np
 import panel as pn
@@ -9,7 +10,7 @@ import param
 
 from . import catalog, markup
 from .problem import build_problem
-from .runner import Runner
+from .runner import STOP_REASONS, Runner
 from .settings import LabSettings
 
 ALPHAS = (0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
@@ -17,16 +18,103 @@ MAX_ITERS = 300
 SITE_METHODS = [m for m in catalog.METHODS if m != "gkl"]
 
 
-def converge(problem, method, settings: LabSettings, alpha=None, max_iters=MAX_ITERS) -> Runner:
-    """A Runner stepped until it converges, diverges or reaches ``max_iters``."""
-    a = settings.effective_alpha() if alpha is None else alpha
-    r = Runner(problem, method, alpha=a, rho=settings.rho, tol=1e-6, backtrack=settings.backtrack,
-               accelerate=settings.accelerate,
+def uses_alpha(method: str, settings: LabSettings) -> bool:
+    """Whether α is a setting of ``method`` (ep is PEP at α = 1, fixed)."""
+    return method in catalog.ALPHA_METHODS or (method == "heuristic" and settings.base == "pep")
+
+
+def method_alpha(method: str, settings: LabSettings, alpha=None) -> float:
+    """The α ``method`` runs at: ``alpha`` (default the sidebar's α) for the methods
+    that take one, whatever the sidebar's own method is; 1 for the others."""
+    if not uses_alpha(method, settings):
+        return 1.0
+    return float(settings.alpha if alpha is None else alpha)
+
+
+def converge(problem, method, settings: LabSettings, alpha=None, rho=None,
+             max_iters=MAX_ITERS) -> Runner:
+    """A Runner at (α, ρ) of its own (``method_alpha``; ρ default the sidebar's),
+    stepped until it stops: converged, diverged, stalled or at ``max_iters``."""
+    r = Runner(problem, method, alpha=method_alpha(method, settings, alpha),
+               rho=settings.rho if rho is None else rho, tol=1e-6,
+               backtrack=settings.backtrack, accelerate=settings.accelerate,
                cubature_order=settings.cubature_order,
-               options=settings.method_options() if method == settings.method else ())
-    while r.iteration < max_iters and not (r.converged or r.diverged):
+               options=settings.method_options() if method == settings.method else (),
+               max_iters=max_iters)
+    while r.stop_reason() is None:
         r.step(1)
     return r
+
+
+def status_word(run) -> str:
+    """converged / diverged (how) / not converged (cap or stalled), for tables."""
+    stop = run.stop_reason()
+    return {"converged": "converged", "cap": f"not converged ({run.iteration} iterations)",
+            "stalled": "stalled (not converged)"}.get(stop, (STOP_REASONS.get(stop) or "running"))
+
+
+def alpha_sweep(problem, settings: LabSettings, alphas=ALPHAS, progress=None) -> dict:
+    """VI, then PEP at each α (EP at α = 1), each to its stop: energies (NaN where
+    diverged), stop reasons, snapshots."""
+    vi = converge(problem, "vi", settings)
+    if progress:
+        progress()
+    snaps, energies, stops, states = [], [], [], []
+    for a in alphas:
+        r = converge(problem, "ep" if a == 1.0 else "pep", settings, alpha=a)
+        snap = r.snapshot()
+        snaps.append(snap)
+        stops.append(r.stop_reason())
+        states.append((r.state.marginals, r.state.sites))
+        energies.append(np.nan if r.diverged else snap["status"]["energy"])
+        if progress:
+            progress()
+    vi_snap = vi.snapshot()
+    return {"alpha": tuple(alphas), "energy": energies, "stop": stops, "snaps": snaps,
+            "states": states, "problem": problem,
+            "vi": {"energy": vi_snap["status"]["energy"], "stop": vi.stop_reason(),
+                   "snap": vi_snap}, "x_label": problem.x_label}
+
+
+def surprising_point(sweep: dict) -> int:
+    """The data point farthest from EP's posterior mean (α = 1, else the largest α
+    that did not diverge): an outlier, a misclassified label: where α shows."""
+    k = max((k for k, st in enumerate(sweep["stop"]) if not _diverged(st)), default=None)
+    if k is None:
+        return 0
+    y = np.asarray(sweep["problem"].y, float)
+    return int(np.argmax(np.abs(y - np.asarray(sweep["states"][k][0].mean[:, 0]))))
+
+
+def point_picture(sweep: dict, index: int, point: int):
+    """q(fᵢ), the cavity and the tilted distribution at data point ``point`` for the
+    swept α number ``index`` (``bnlab.studies.tilted``)."""
+    from bnlab.studies.tilted import tilted_marginal
+    a = sweep["alpha"][index]
+    p = sweep["problem"]
+    where = (f"point {point} (x = {float(p.x_plot[point]):.3g}, "
+             f"y = {float(np.asarray(p.y)[point]):.3g})")
+    opts = dict(responsive=True, min_height=260, xlabel=f"f at {where}", ylabel="density")
+    if _diverged(sweep["stop"][index]):
+        return hv.Curve([]).opts(title=f"α = {a:g} diverged: no q(fᵢ) to show", **opts)
+    marginals, sites = sweep["states"][index]
+    try:
+        pic = tilted_marginal(p.model.likelihood, p.params["likelihood"], p.y[point],
+                              marginals, sites, point, a)
+    except ValueError as exc:
+        return hv.Curve([]).opts(title=str(exc), **opts)
+    layers = [hv.Curve((pic["f"], pic["q"]), "f", "density", label="q(fᵢ)")
+              .opts(color="#1f5fa8", line_width=2)]
+    if pic["tilted"] is None:
+        title = f"α = {a:g}: the cavity is not positive definite, no tilted distribution"
+    else:
+        layers += [hv.Curve((pic["f"], pic["tilted"]), "f", "density",
+                            label=f"tilted ∝ cavity × p(yᵢ|fᵢ)^{a:g}")
+                   .opts(color="#d62728", line_width=2, line_dash="dashed"),
+                   hv.Curve((pic["f"], pic["cavity"]), "f", "density", label="cavity")
+                   .opts(color="#888888", line_dash="dotted")]
+        title = f"q(fᵢ) against the tilted distribution, α = {a:g}"
+    return hv.Overlay(layers).opts(title=title, legend_position="right", **opts)
 
 
 def _band(snap, label, colour, dash="solid"):
@@ -57,39 +145,91 @@ def comparison_plots(snaps: dict, x_label="x"):
                                     min_height=260, legend_position="bottom_right"))
 
 
+def _diverged(stop) -> bool:
+    return stop is not None and stop.startswith("diverged")
+
+
 def alpha_plots(sweep: dict, index: int, x_label="x"):
-    """Converged energy against α (with the VI and EP values) and the posterior at α."""
-    a, e = np.asarray(sweep["alpha"]), np.asarray(sweep["energy"])
-    curve = (hv.Curve((a, e), "α", "energy", label="Power EP(α)").opts(color="#1f5fa8", line_width=2)
-             * hv.Scatter((a, e), "α", "energy").opts(color="#1f5fa8", size=6)
-             * hv.Scatter(([a[index]], [e[index]]), "α", "energy", label="shown")
-             .opts(color="#d62728", size=12, marker="circle")
-             * hv.HLine(sweep["vi_energy"]).opts(color="#4c9a2a", line_dash="dashed")
-             * hv.Text(a[0], sweep["vi_energy"], " VI (ELBO)", halign="left", valign="bottom",
-                       fontsize=9))
-    snap = sweep["snaps"][index]
-    bands = (_band(sweep["vi_snap"], "VI", "#4c9a2a", "dashed")
-             * _band(sweep["snaps"][-1], "EP (α = 1)", "#c2571a", "dotted")
-             * _band(snap, f"PEP α = {a[index]:g}", "#1f5fa8"))
-    data = snap["data"]
-    bands = bands * hv.Scatter((data["x"], data["y"]), "x", "f").opts(color="#555555", size=3)
-    return (curve.opts(title="Converged energy against α", responsive=True, min_height=260),
-            bands.opts(title="Posterior: VI → PEP(α) → EP", xlabel=x_label, ylabel="latent f / data",
-                       responsive=True,
-                       min_height=300, legend_position="right"))
+    """Converged energy against α (with the VI value) and the posterior at α. A
+    diverged run has no valid energy or band: its α is marked with a red × on the
+    curve's floor and its band (PEP at that α, EP, VI) is not drawn."""
+    a, e = np.asarray(sweep["alpha"]), np.asarray(sweep["energy"], float)
+    bad = np.array([_diverged(st) for st in sweep["stop"]])
+    ok = ~bad
+    vi = sweep["vi"]
+    vi_ok = not _diverged(vi["stop"])
+    valid = list(e[ok]) + ([vi["energy"]] if vi_ok else [])
+    floor = min(valid) if valid else 0.0
+    curve = (hv.Curve((a[ok], e[ok]), "α", "energy", label="Power EP(α)")
+             .opts(color="#1f5fa8", line_width=2)
+             * hv.Scatter((a[ok], e[ok]), "α", "energy").opts(color="#1f5fa8", size=6)
+             * hv.Scatter((a[bad], np.full(bad.sum(), floor)), "α", "energy",
+                          label="diverged (no energy)")
+             .opts(color="#d62728", size=12, marker="x", line_width=3))
+    if ok[index]:
+        curve = curve * hv.Scatter(([a[index]], [e[index]]), "α", "energy", label="shown") \
+            .opts(color="#d62728", size=12, marker="circle", fill_alpha=0)
+    if vi_ok:
+        curve = (curve * hv.HLine(vi["energy"]).opts(color="#4c9a2a", line_dash="dashed")
+                 * hv.Text(a[0], vi["energy"], " VI (ELBO)", halign="left", valign="bottom",
+                           fontsize=9))
+    layers = []
+    if vi_ok:
+        layers.append(_band(vi["snap"], "VI", "#4c9a2a", "dashed"))
+    if not bad[-1]:
+        layers.append(_band(sweep["snaps"][-1], "EP (α = 1)", "#c2571a", "dotted"))
+    if ok[index]:
+        layers.append(_band(sweep["snaps"][index], f"PEP α = {a[index]:g}", "#1f5fa8"))
+    data = sweep["snaps"][index]["data"]
+    pts = hv.Scatter((data["x"], data["y"]), "x", "f", label="data").opts(color="#555555", size=3)
+    title = ("Posterior: VI → PEP(α) → EP" if ok[index] else
+             f"PEP α = {a[index]:g} diverged: no band to show")
+    return (curve.opts(title="Converged energy against α", responsive=True, min_height=260,
+                       legend_position="bottom_right"),
+            hv.Overlay(layers + [pts]).opts(title=title, xlabel=x_label,
+                                            ylabel="latent f / data", responsive=True,
+                                            min_height=300, legend_position="right"))
+
+
+def sweep_note(sweep: dict) -> str:
+    """What the sweep's plots leave out, and why (numbers and fixed words only)."""
+    lines = []
+    for st in sorted({st for st in sweep["stop"] if _diverged(st)}):
+        alphas = ", ".join(f"{a:g}" for a, s in zip(sweep["alpha"], sweep["stop"]) if s == st)
+        lines.append(f"<b class='bn-bad'>diverged</b> at α = {alphas}: "
+                     f"{STOP_REASONS[st].removeprefix('diverged: ')}; no energy or band is drawn")
+    unconverged = [f"{a:g}" for a, s in zip(sweep["alpha"], sweep["stop"])
+                   if s in ("cap", "stalled")]
+    if unconverged:
+        lines.append(f"<b class='bn-warn'>not converged</b> within {MAX_ITERS} iterations at "
+                     f"α = {', '.join(unconverged)}: drawn at their last iterate")
+    if _diverged(sweep["vi"]["stop"]):
+        lines.append("<b class='bn-bad'>VI diverged</b>: no VI line or band")
+    return "<br>".join(lines)
+
+
+def _alpha_cell(method, alpha):
+    return "1 (EP)" if method == "ep" else f"{alpha:g}" if alpha is not None else "—"
 
 
 class CompareView(pn.viewable.Viewer):
     method_a = param.Selector(default="laplace", objects=SITE_METHODS)
     method_b = param.Selector(default="ep", objects=SITE_METHODS)
+    alpha_a = param.Number(default=0.5, bounds=(0.01, 1.0), doc="α of method A (PEP methods)")
+    alpha_b = param.Number(default=0.5, bounds=(0.01, 1.0), doc="α of method B (PEP methods)")
+    rho_a = param.Number(default=0.5, bounds=(0.01, 1.0), doc="damping ρ of method A")
+    rho_b = param.Number(default=0.5, bounds=(0.01, 1.0), doc="damping ρ of method B")
     alpha_index = param.Integer(default=len(ALPHAS) // 2, bounds=(0, len(ALPHAS) - 1))
 
     def __init__(self, settings: LabSettings, **params):
+        params = {"alpha_a": settings.alpha, "alpha_b": settings.alpha, "rho_a": settings.rho,
+                  "rho_b": settings.rho, **params}
         super().__init__(**params)
         self.settings = settings
         self.snaps, self.sweep = None, None
         self.error = pn.pane.HTML("", sizing_mode="stretch_width")
-        self.table = pn.pane.HTML("", sizing_mode="stretch_width")
+        self.table = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["bn-compare-table"])
+        self.note = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["bn-sweep-note"])
         self.progress = pn.indicators.Progress(value=0, max=len(ALPHAS) + 1, visible=False,
                                                width=300)
         run = pn.widgets.Button(label="Run both to convergence", color="primary")
@@ -100,21 +240,44 @@ class CompareView(pn.viewable.Viewer):
         self.pair_trace = pn.pane.HoloViews(None, sizing_mode="stretch_width")
         self.alpha_energy = pn.pane.HoloViews(None, sizing_mode="stretch_width")
         self.alpha_band = pn.pane.HoloViews(None, sizing_mode="stretch_width")
+        self.alpha_point = pn.pane.HoloViews(None, sizing_mode="stretch_width")
+        self.point_input = pn.widgets.IntInput(label="Point i (per-point picture)", value=0,
+                                               start=0, width=180)
+        self.point_input.param.watch(lambda e: self._draw_sweep(), "value")
         self.alpha_slider = pn.widgets.DiscreteSlider(label="Show α", options=list(ALPHAS),
                                                       value=ALPHAS[self.alpha_index], width=300)
         self.alpha_slider.param.watch(self._on_alpha, "value")
+        self.widgets = {}
+        for name, label in (("method_a", "Method A"), ("method_b", "Method B")):
+            self.widgets[name] = pn.widgets.Select.from_param(self.param[name], label=label,
+                                                              width=200,
+                                                              css_classes=[f"bn-compare-{name}"])
+        for name, label in (("alpha_a", "α (A)"), ("alpha_b", "α (B)"),
+                            ("rho_a", "ρ (A)"), ("rho_b", "ρ (B)")):
+            self.widgets[name] = pn.widgets.FloatInput.from_param(
+                self.param[name], label=label, width=80, step=0.05,
+                css_classes=[f"bn-compare-{name}"])
+        self.param.watch(lambda *_: self._refresh_alpha_inputs(), ["method_a", "method_b"])
+        self._refresh_alpha_inputs()
+        W = self.widgets
         self.layout = pn.Column(
             pn.pane.Markdown("### Two methods, same data and hyperparameters"),
-            pn.Row(pn.widgets.Select.from_param(self.param.method_a, label="Method A", width=200),
-                   pn.widgets.Select.from_param(self.param.method_b, label="Method B", width=200),
-                   run),
+            pn.Row(W["method_a"], W["alpha_a"], W["rho_a"], W["method_b"], W["alpha_b"],
+                   W["rho_b"], run),
             self.error, self.table, pn.Row(self.pair_pane, self.pair_trace),
             pn.pane.Markdown("### α explorer — Power EP between VI (α → 0) and EP (α = 1)"),
-            pn.Row(sweep, self.alpha_slider, self.progress),
-            pn.Row(self.alpha_energy, self.alpha_band), sizing_mode="stretch_width")
+            pn.Row(sweep, self.alpha_slider, self.point_input, self.progress), self.note,
+            pn.Row(self.alpha_energy, self.alpha_band), self.alpha_point,
+            sizing_mode="stretch_width")
 
     def __panel__(self):
         return self.layout
+
+    def _refresh_alpha_inputs(self):
+        """α is an input only for the methods that have one (ep is α = 1)."""
+        for side in ("a", "b"):
+            self.widgets[f"alpha_{side}"].disabled = not uses_alpha(
+                getattr(self, f"method_{side}"), self.settings)
 
     def _problem(self):
         try:
@@ -125,23 +288,31 @@ class CompareView(pn.viewable.Viewer):
             return None
 
     def run_pair(self):
+        """Each method at its own α and ρ to convergence; the table says what ran."""
         problem = self._problem()
         if problem is None:
             return
         snaps, rows = {}, []
-        for m in (self.method_a, self.method_b):
+        for side in ("a", "b"):
+            m = getattr(self, f"method_{side}")
+            alpha = method_alpha(m, self.settings, getattr(self, f"alpha_{side}"))
+            rho = getattr(self, f"rho_{side}")
             try:
-                r = converge(problem, m, self.settings)
+                r = converge(problem, m, self.settings, alpha=alpha, rho=rho)
             except ValueError as exc:
                 self.error.object = markup.error(f"{m}: {exc}")
                 return
-            snaps[m] = r.snapshot()
-            status = "diverged" if r.diverged else ("converged" if r.converged else "not converged")
-            rows.append(f"<tr><td>{m}</td><td>{r.energy[-1]:.4f}</td><td>{r.iteration}</td>"
-                        f"<td>{status}</td></tr>")
+            snap = r.snapshot()
+            label = m if m not in snaps else f"{m} (B)"
+            snaps[label] = snap
+            shown = alpha if uses_alpha(m, self.settings) else None
+            rows.append(f"<tr><td>{label}</td><td class='bn-alpha'>{_alpha_cell(m, shown)}</td>"
+                        f"<td>{rho:g}</td><td class='bn-energy'>{snap['status']['energy']:.4f}</td>"
+                        f"<td>{r.iteration}</td><td>{status_word(r)}</td></tr>")
         self.snaps = snaps
-        self.table.object = ("<table><tr><th>method</th><th>energy (≈ log p(y))</th>"
-                             "<th>iterations</th><th>status</th></tr>" + "".join(rows) + "</table>")
+        self.table.object = ("<table><tr><th>method</th><th>α</th><th>ρ</th>"
+                             "<th>energy (≈ log p(y))</th><th>iterations</th><th>status</th></tr>"
+                             + "".join(rows) + "</table>")
         band, trace = comparison_plots(snaps, problem.x_label)
         self.pair_pane.object, self.pair_trace.object = band, trace
 
@@ -151,22 +322,18 @@ class CompareView(pn.viewable.Viewer):
             return
         self.progress.visible, self.progress.value = True, 0
         try:
-            vi = converge(problem, "vi", self.settings)
-            self.progress.value = 1
-            snaps, energies = [], []
-            for k, a in enumerate(ALPHAS):
-                r = converge(problem, "ep" if a == 1.0 else "pep", self.settings, alpha=a)
-                snaps.append(r.snapshot())
-                energies.append(r.energy[-1] if not r.diverged else np.nan)
-                self.progress.value = k + 2
+            self.sweep = alpha_sweep(problem, self.settings, progress=self._advance)
         except ValueError as exc:
             self.error.object = markup.error(exc)
             return
         finally:
             self.progress.visible = False
-        self.sweep = {"alpha": ALPHAS, "energy": energies, "snaps": snaps,
-                      "vi_energy": vi.energy[-1], "vi_snap": vi.snapshot(), "x_label": problem.x_label}
+        self.point_input.end = len(self.sweep["problem"].x_plot) - 1
+        self.point_input.value = surprising_point(self.sweep)     # draws
         self._draw_sweep()
+
+    def _advance(self):
+        self.progress.value += 1
 
     def _on_alpha(self, event):
         self.alpha_index = ALPHAS.index(event.new)
@@ -174,6 +341,12 @@ class CompareView(pn.viewable.Viewer):
             self._draw_sweep()
 
     def _draw_sweep(self):
+        if self.sweep is None:
+            return
         energy, band = alpha_plots(self.sweep, self.alpha_index, self.sweep["x_label"])
+        point = min(max(int(self.point_input.value), 0), len(self.sweep["problem"].x_plot) - 1)
+        picture = point_picture(self.sweep, self.alpha_index, point)
         with pn.io.hold():
             self.alpha_energy.object, self.alpha_band.object = energy, band
+            self.alpha_point.object = picture
+            self.note.object = sweep_note(self.sweep)

@@ -12,11 +12,12 @@ from .controls import Status
 from .live_plots import LivePlots
 from .mcmc_ref import MCMCReference
 from .problem import SettingError, build_problem
-from .runner import Runner, make_runner
+from .runner import STOP_REASONS, Runner, make_runner
 from .settings import URL_PARAMS, LabSettings
 
-#: settings that define the run (changing them restarts it); speed only paces it
-RUN_PARAMS = tuple(p for p in URL_PARAMS if p != "speed") + ("csv_text",)
+#: settings that define the run (changing them restarts it); speed paces it and the
+#: cap bounds it, neither changes the iteration
+RUN_PARAMS = tuple(p for p in URL_PARAMS if p not in ("speed", "max_iters")) + ("csv_text",)
 MAX_FPS = 20
 
 
@@ -25,6 +26,8 @@ class LiveView(pn.viewable.Viewer):
     ``run()`` starts a periodic callback that steps it at ``settings.speed``."""
 
     running = param.Boolean(default=False)
+    cancelled = param.Boolean(default=False, doc="paused by the user before the run stopped")
+    busy = param.Boolean(default=False, doc="a new problem is being built (JAX compiles)")
     message = param.String(default="")
 
     def __init__(self, settings: LabSettings, status: Status, **params):
@@ -39,6 +42,7 @@ class LiveView(pn.viewable.Viewer):
         self._build_layout()
         settings.param.watch(self._on_settings, list(RUN_PARAMS))
         settings.param.watch(self._on_speed, ["speed"])
+        settings.param.watch(self._on_cap, ["max_iters"])
 
     # -- layout ---------------------------------------------------------------------
     def _build_layout(self):
@@ -51,10 +55,11 @@ class LiveView(pn.viewable.Viewer):
 
         self.panes = {"band": bk(self.plots.band, css_classes=["bn-band"]),
                       "energy": bk(self.plots.energy, css_classes=["bn-energy"]),
+                      "gap": bk(self.plots.gap, css_classes=["bn-gap"]),
                       "predictive": bk(self.plots.predictive),
                       "psd": bk(self.plots.psd, css_classes=["bn-psd"]),
                       "site_prec": bk(self.plots.site_prec), "site_nat1": bk(self.plots.site_nat1),
-                      "joint": pn.pane.Bokeh(self.plots.joint)}
+                      "joint": pn.Column(pn.pane.Bokeh(self.plots.joint), margin=0)}
         self.run_button = pn.widgets.Button(label="▶ Run", color="success", width=90)
         self.pause_button = pn.widgets.Button(label="❚❚ Pause", width=90, disabled=True)
         self.step_button = pn.widgets.Button(label="Step", color="primary", width=90)
@@ -65,6 +70,9 @@ class LiveView(pn.viewable.Viewer):
         self.reset_button.on_click(lambda e: self.reset())
         self.speed = pn.widgets.FloatSlider.from_param(self.settings.param.speed,
                                                        label="Speed (iterations / s)", width=220)
+        self.cap = pn.widgets.IntInput.from_param(self.settings.param.max_iters,
+                                                  label="Iteration cap", width=110,
+                                                  css_classes=["bn-cap"])
         self.pick_i = pn.widgets.IntInput(label="Point i", value=0, start=0, width=90)
         self.pick_j = pn.widgets.IntInput(label="Point j", value=1, start=0, width=90)
         pick = pn.widgets.Button(label="Show pair", width=90, align="end")
@@ -73,16 +81,23 @@ class LiveView(pn.viewable.Viewer):
         self.mcmc_button = pn.widgets.Button(label="MCMC reference", width=140,
                                              disabled=reason is not None,
                                              description=reason or "sample the exact posterior "
-                                             "(AIS + elliptical slice sampling; a few seconds)")
+                                             "(AIS + elliptical slice sampling over 256 chains; "
+                                             "tens of seconds; again: a longer schedule)")
         self.mcmc_button.on_click(lambda e: self.compute_mcmc())
         self.status_pane = pn.pane.HTML("", css_classes=["bn-status"], sizing_mode="stretch_width")
+        self.gap_toggle = pn.widgets.Checkbox(label="Energy plot: distance to the latest "
+                                              "energy, log scale", value=False)
+        self.gap_toggle.param.watch(self._on_gap_toggle, "value")
+        self.mcmc_pane = pn.pane.HTML("", css_classes=["bn-mcmc"], sizing_mode="stretch_width",
+                                      visible=False)
         self.description = pn.pane.Markdown("", sizing_mode="stretch_width", margin=(0, 10))
         P = self.panes
         self.layout = pn.Column(
             pn.Row(self.run_button, self.pause_button, self.step_button, self.reset_button,
-                   self.speed, self.mcmc_button, sizing_mode="stretch_width"),
-            self.status_pane, self.description, P["band"],
-            pn.Row(P["energy"], P["predictive"], sizing_mode="stretch_width"),
+                   self.speed, self.cap, self.mcmc_button, sizing_mode="stretch_width"),
+            self.status_pane, self.description, self.mcmc_pane, P["band"],
+            self.gap_toggle,
+            pn.Row(P["energy"], P["gap"], P["predictive"], sizing_mode="stretch_width"),
             P["psd"],
             pn.Row(P["site_prec"], P["site_nat1"], sizing_mode="stretch_width"),
             pn.Row(pn.Column(pn.pane.Markdown("**Two points** — the joint Gaussian q(fᵢ, fⱼ) "
@@ -91,73 +106,103 @@ class LiveView(pn.viewable.Viewer):
                              pn.Row(self.pick_i, self.pick_j, pick)), P["joint"]),
             sizing_mode="stretch_width")
 
+        P["gap"].visible = False
+
     def __panel__(self):
         return self.layout
+
+    def _on_gap_toggle(self, event):
+        self.panes["energy"].visible, self.panes["gap"].visible = not event.new, event.new
 
     # -- building a run -------------------------------------------------------------
     def _on_settings(self, *events):
         self.rebuild()
 
     def rebuild(self):
-        """New problem and runner from the settings; errors go next to their control."""
-        self.pause()
+        """New problem and runner from the settings; errors go next to their control.
+        While it builds (JAX compiles a new data shape, likelihood or method: seconds),
+        the plots carry a busy overlay that also takes their clicks, and the driving
+        buttons are off: the old problem is never shown as the new one."""
+        self._halt()
         s = self.settings
         errors = {}
+        self._set_busy(True)
         try:
-            problem = build_problem(s)
-            self.status.input_dim = problem.input_dim
-            runner = make_runner(problem, s)
-        except SettingError as exc:
-            errors[exc.control] = str(exc)
-        except (ValueError, TypeError) as exc:
-            errors["method"] = str(exc)
-        if errors:
-            self.status.errors = errors
-            self.message = next(iter(errors.values()))
-            self._render_status()
-            return False
-        with self._lock:
-            self.problem, self.runner = problem, runner
-            self.selected = [i for i in self.selected if i < len(problem.x_plot)]
-            self.mcmc.clear()
-        self.status.errors = {}
-        self.description.object = (f"*{problem.description}* — {len(problem.x_plot)} training "
-                                   f"points, {problem.input_dim}-D inputs.")
-        self.push()
-        return True
+            try:
+                problem = build_problem(s)
+                self.status.input_dim = problem.input_dim
+                runner = make_runner(problem, s)
+            except SettingError as exc:
+                errors[exc.control] = str(exc)
+            except (ValueError, TypeError) as exc:
+                errors["method"] = str(exc)
+            if errors:
+                self.status.errors = errors
+                self.message = next(iter(errors.values()))
+                self._render_status()
+                return False
+            with self._lock:
+                self.problem, self.runner = problem, runner
+                self.selected = [i for i in self.selected if i < len(problem.x_plot)]
+                self.mcmc.keep_for(problem)
+                self.cancelled = False
+            self.status.errors = {}
+            self.description.object = (f"*{problem.description}* — {len(problem.x_plot)} "
+                                       f"training points, {problem.input_dim}-D inputs.")
+            self.push()
+            return True
+        finally:
+            self._set_busy(False)
+
+    def _set_busy(self, busy: bool):
+        self.busy = busy
+        for pane in self.panes.values():    # (the layouts: Panel's Bokeh pane cannot load)
+            pane.loading = busy
+        for b in (self.step_button, self.reset_button, self.mcmc_button):
+            b.disabled = busy or (b is self.mcmc_button and MCMCReference.reason() is not None)
+        self.run_button.disabled = busy or self.running
 
     # -- driving --------------------------------------------------------------------
     def step(self, k: int = 1):
-        if self.runner is None:
+        if self.runner is None or self.busy:
             return
         with self._lock:
             self.runner.step(k)
+            self.cancelled = False
         self.push()
 
     def reset(self):
-        self.pause()
-        if self.runner is not None:
+        self._halt()
+        self.cancelled = False
+        if self.runner is not None and not self.busy:
             self.runner.reset()
             self.push()
 
     def run(self):
-        if self.runner is None or self.running:
+        if self.runner is None or self.running or self.busy:
             return
         period, _ = self._pace()
         if self._callback is None:
             self._callback = pn.state.add_periodic_callback(self._tick, period=period, start=False)
         self._callback.period = period
         self._callback.start()
-        self.running = True
+        self.running, self.cancelled = True, False
         self.run_button.disabled, self.pause_button.disabled = True, False
 
     def pause(self):
+        """The Pause button: the run stops before it converged, and the status says so."""
+        if self._halt() and self.runner is not None:
+            self.cancelled = self.runner.stop_reason() is None
+            self._render_status(self.runner.snapshot()["status"])
+
+    def _halt(self) -> bool:
+        """Stop the periodic callback, so that no frame is pushed while nothing changes;
+        True if the run was running."""
         if self._callback is not None and self._callback.running:
             self._callback.stop()
         was_running, self.running = self.running, False
-        self.run_button.disabled, self.pause_button.disabled = False, True
-        if was_running and self.runner is not None:
-            self._render_status(self.runner.snapshot()["status"])
+        self.run_button.disabled, self.pause_button.disabled = self.busy, True
+        return was_running
 
     def _pace(self):
         """(callback period in ms, iterations per tick) for the chosen speed."""
@@ -169,26 +214,39 @@ class LiveView(pn.viewable.Viewer):
         if self._callback is not None:
             self._callback.period = self._pace()[0]
 
+    def _on_cap(self, *_):
+        """A new cap applies to the current run (a run stopped at the old cap may go on)."""
+        if self.runner is not None:
+            self.runner.set_cap(int(self.settings.max_iters))
+            self.push()
+
     def _tick(self):
         if not self._lock.acquire(blocking=False):
             return          # the previous tick is still drawing: skip, never pile up
         try:
             runner = self.runner
-            if runner is None:
+            if runner is None or self.busy:
                 return
-            runner.step(self._pace()[1])
+            taken = runner.step(self._pace()[1])
+            stopped = runner.stop_reason() is not None
         finally:
             self._lock.release()
-        self.push()
-        if runner.diverged or runner.converged:
-            self.pause()
+        if stopped:
+            self._halt()
+        if taken:
+            self.push()
+        elif stopped:            # nothing moved: the status changes, the plots do not
+            self._render_status(runner.snapshot()["status"])
 
     # -- two points and MCMC --------------------------------------------------------
     def _on_tap(self, attr, old, new):
-        """Bokeh selection on the data points: the last two clicked form the pair."""
-        if self.problem is None or not new:
+        """Bokeh selection on the data points: the last two clicked form the pair. A
+        tap on overlapping or nearby points selects them all: the one that is not the
+        previous pick is taken, so two neighbours can form a pair."""
+        if self.problem is None or not new or self.busy:
             return
-        sel = (self.selected + [int(new[-1])])[-2:]
+        fresh = [int(i) for i in new if int(i) not in self.selected[-1:]]
+        sel = (self.selected + [fresh[-1] if fresh else int(new[-1])])[-2:]
         if len(sel) == 2 and sel[0] != sel[1]:
             self.select_pair(*sel)
         else:
@@ -201,7 +259,9 @@ class LiveView(pn.viewable.Viewer):
         self.push()
 
     def compute_mcmc(self):
-        if self.problem is None:
+        """AIS on the current problem (kept while only the method, α or ρ change); a
+        second press on a problem whose run was rough refines the schedule."""
+        if self.problem is None or self.busy:
             return
         self.mcmc_button.loading = True
         try:
@@ -213,8 +273,6 @@ class LiveView(pn.viewable.Viewer):
         finally:
             self.mcmc_button.loading = False
         self.push()
-        self.status_pane.object += (f" · MCMC (AIS) log p(y) ≈ <b>{self.mcmc.log_z:.3f}</b> ± "
-                                    f"{self.mcmc.log_z_se:.3f}")
 
     # -- drawing --------------------------------------------------------------------
     def joint_data(self):
@@ -236,6 +294,8 @@ class LiveView(pn.viewable.Viewer):
         with pn.io.hold():
             self.plots.update(snap, tuple(self.selected), self.mcmc.band(), self.joint_data(),
                               self.problem.x_label)
+            self.mcmc_pane.object = self.mcmc.summary_html()
+            self.mcmc_pane.visible = self.mcmc.samples is not None
             self.message = ""
             self._render_status(snap["status"])
 
@@ -245,14 +305,24 @@ class LiveView(pn.viewable.Viewer):
             return
         if st is None:
             return
-        why = ("gave a posterior that is not positive definite" if not st["last_step_psd"]
-               else "needed a cavity that is not positive definite (its energy is undefined)"
-               if not st["last_step_cavity_psd"]
-               else "produced non-finite values (the iteration blew up)")
-        state = (f"<b class='bn-bad'>diverged</b>: a step {why}; the last good iterate is shown"
-                 if st["diverged"] else
-                 "<b class='bn-good'>converged</b>" if st["converged"] else
-                 "running" if self.running else "paused")
+        stop = st.get("stop")
+        if stop == "converged":
+            state = "<b class='bn-good'>converged</b>"
+        elif stop is not None and stop.startswith("diverged"):
+            why = STOP_REASONS[stop].removeprefix("diverged: ")
+            state = (f"<b class='bn-bad'>diverged</b>: {why}; the last good iterate is shown")
+        elif stop == "cap":
+            state = (f"<b class='bn-warn'>cap reached</b>: stopped at the iteration cap "
+                     f"({st['max_iters']}) before converging")
+        elif stop == "stalled":
+            why = STOP_REASONS[stop].removeprefix("stopped: ")
+            state = f"<b class='bn-warn'>stalled</b>: {why}"
+        elif self.running:
+            state = "<b>running</b>"
+        elif self.cancelled:
+            state = "<b class='bn-warn'>cancelled</b>: paused before converging (▶ Run goes on)"
+        else:
+            state = "ready" if st["iteration"] == 0 else "paused"
         control = (f" · {st['rejected']} proposed step(s) rejected by the safeguards; "
                    f"ρ is now <b>{st['step_size']:.3g}</b>" if st["rejected"] else "")
         self.status_pane.object = (f"Method <b>{self.settings.method}</b> · iteration "

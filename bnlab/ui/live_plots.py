@@ -6,7 +6,7 @@ for live updates; a source update only sends the new data."""
 from __future__ import annotations
 
 import numpy as np
-from bokeh.models import ColumnDataSource, FactorRange, TapTool
+from bokeh.models import BasicTicker, ColumnDataSource, FactorRange, TapTool
 from bokeh.plotting import figure
 
 LATENT = ("#1f5fa8", "#c2571a")
@@ -35,6 +35,14 @@ def _legend_lists_what_has_data(fig):
                            for r in item.renderers)
 
 
+def _gap(iterations, energies, latest):
+    """|E_k − E_latest| where it is positive: on a log axis the approach to the fixed
+    point stays readable, where the first iterations dominate a linear one."""
+    gap = np.abs(np.asarray(energies, float) - latest)
+    keep = gap > 0
+    return {"iteration": np.asarray(iterations)[keep], "gap": gap[keep]}
+
+
 class LivePlots:
     """The live view's figures and their data sources."""
 
@@ -44,6 +52,7 @@ class LivePlots:
                     "mcmc": S("x", "mean", "lower", "upper"), "data": S("x", "y", "index"),
                     "pair": S("x", "y"), "pred": S("x", "mean", "lower", "upper"),
                     "pred_data": S("x", "y"), "energy": S("iteration", "energy"),
+                    "gap": S("iteration", "gap"),
                     "psd": S("iteration", "check", "colour"),
                     "prec": S("x", "prec", "colour"), "nat1": S("x", "nat1"),
                     "samples": S("a", "b"), "ellipse": S("a", "b"), "jmean": S("a", "b")}
@@ -90,6 +99,13 @@ class LivePlots:
                  y_range=FactorRange(*PSD_ROWS), height=130)
         q.rect("iteration", "check", width=0.9, height=0.8, source=s["psd"], color="colour")
         self.psd = q
+        g = _fig("Distance to the latest energy, |energy − latest| (log scale)", "iteration",
+                 "|energy − latest|", height=240, y_axis_type="log")
+        g.line("iteration", "gap", source=s["gap"], color="#333333", line_width=2)
+        g.scatter("iteration", "gap", source=s["gap"], size=4, color="#333333")
+        self.gap = g
+        for f in (e, q, g):               # iterations are whole numbers: no 0.5 ticks
+            f.xaxis.ticker = BasicTicker(min_interval=1)
 
         sp = _fig("Site precisions Λ̄ₙ (red: negative)", "x", "Λ̄ₙ", height=240)
         sp.scatter("x", "prec", source=s["prec"], color="colour", size=5)
@@ -127,6 +143,7 @@ class LivePlots:
         t = snap["trace"]
         ok = np.isfinite(t["energy"])
         s["energy"].data = {"iteration": t["iteration"][ok], "energy": t["energy"][ok]}
+        s["gap"].data = _gap(t["iteration"][ok], t["energy"][ok], snap["status"]["energy"])
         q = snap["psd"]
         its = np.concatenate([q["iteration"], q["iteration"]])
         checks = [PSD_ROWS[1]] * len(q["iteration"]) + [PSD_ROWS[0]] * len(q["iteration"])

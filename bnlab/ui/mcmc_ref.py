@@ -1,21 +1,34 @@
 """The MCMC reference for the live view: posterior band and samples of latent pairs
-from ``bnlab.studies.mcmc`` (the gold standard), when that module is installed."""
+from ``bnlab.studies.mcmc`` (the gold standard), when that module is installed, with the
+numbers that say how far to trust it: the AIS effective sample size and the standard
+error of log p(y)."""
 from __future__ import annotations
 
 import numpy as np
 
 from . import catalog
 
+#: below this effective sample size the band is flagged as rough
+MIN_ESS = 100
+#: the default schedule (chains × temperatures × ESS moves per temperature), and how a
+#: repeated request on the same problem refines it: four times the temperatures, up
+#: to MAX_TEMPS (AIS's log-weight variance falls roughly as 1 / temperatures)
+NUM_CHAINS, NUM_TEMPS, STEPS_PER_TEMP, REFINE, MAX_TEMPS = 256, 1000, 2, 4, 16_000
+
 
 class MCMCReference:
-    """Holds MCMC samples of the latent values at the training inputs for one problem."""
+    """Holds MCMC samples of the latent values at the training inputs for one problem.
+    The samples depend only on the data, the model's prior and likelihood and the
+    hyperparameters (``problem_key``), so the live view keeps them while only the
+    method, α or ρ change."""
 
     def __init__(self):
         self.clear()
 
     def clear(self):
         self.samples = None       # (S, N) samples of f₁ at the training inputs
-        self.x = None
+        self.x = self.key = None
+        self.num_temps = None
 
     @staticmethod
     def reason() -> str | None:
@@ -23,22 +36,71 @@ class MCMCReference:
             return "the MCMC gold standard (bnlab.studies.mcmc) is not in this bnlab version yet"
         return None
 
-    def compute(self, problem, num_temps=300, num_chains=64, seed=0):
+    @staticmethod
+    def problem_key(problem) -> str:
+        """What the exact posterior depends on: data, the exact model AIS samples (a
+        sparse or Markov model's full GP), hyperparameters."""
+        from bnlab import mcmc
+        from bnlab._runtime import disk_cache as cache
+        model, (params,) = mcmc.exact_model(problem.model, [problem.params])
+        return cache.make_key([np.asarray(problem.X), np.asarray(problem.y),
+                               repr(model.structure_key())], params)
+
+    def keep_for(self, problem) -> bool:
+        """Keep the samples if they belong to ``problem``'s posterior, else drop them."""
+        if self.samples is not None and self.key == self.problem_key(problem):
+            return True
+        self.clear()
+        return False
+
+    def next_schedule(self, problem) -> int:
+        """The number of temperatures of the next run: the default, or a refinement of
+        a rough run on the same problem."""
+        if self.samples is None or self.key != self.problem_key(problem) or self.ess >= MIN_ESS:
+            return NUM_TEMPS
+        return min(self.num_temps * REFINE, MAX_TEMPS)
+
+    def compute(self, problem, num_temps=None, num_chains=NUM_CHAINS,
+                steps_per_temp=STEPS_PER_TEMP, seed=0):
         """Annealed importance sampling with elliptical-slice transitions
         (``bnlab.studies.mcmc.ais``): weighted posterior samples of the latents."""
         reason = self.reason()
         if reason:
             raise ValueError(reason)
         from bnlab.studies import mcmc
+        num_temps = self.next_schedule(problem) if num_temps is None else int(num_temps)
         res = mcmc.ais(problem.model, problem.X, problem.y, params=problem.params,
-                       num_temps=num_temps, num_chains=num_chains, seed=seed)
+                       num_temps=num_temps, num_chains=num_chains,
+                       steps_per_temp=steps_per_temp, seed=seed)
         D = problem.model.num_latents
         f = np.asarray(res.samples)[:, ::D]                  # latent f₁ at each input
         logw = np.asarray(res.log_weights, float)
         w = np.exp(logw - logw.max())
         self.weights = w / w.sum()
         self.samples, self.x = f, problem.x_plot
-        self.log_z, self.log_z_se = res.log_z, res.log_z_se
+        self.log_z, self.log_z_se, self.ess = res.log_z, res.log_z_se, res.ess
+        self.num_temps, self.num_chains = num_temps, num_chains
+        self.key = self.problem_key(problem)
+
+    def summary_html(self) -> str:
+        """One line for beside the band: log p(y) ± se, ESS of chains, and a warning
+        when the ESS is below ``MIN_ESS`` (numbers only: nothing user-typed)."""
+        if self.samples is None:
+            return ""
+        line = (f"MCMC reference (AIS, {self.num_chains} chains × {self.num_temps} "
+                f"temperatures): log p(y) ≈ <b>{self.log_z:.3f}</b> ± {self.log_z_se:.3f} "
+                f"(standard error) · effective sample size <b class='bn-ess'>"
+                f"{self.ess:.0f}</b> of {self.num_chains}")
+        if self.ess < MIN_ESS:
+            longer = min(self.num_temps * REFINE, MAX_TEMPS)
+            more = (f"press “MCMC reference” again for {longer} temperatures"
+                    if self.num_temps < MAX_TEMPS else
+                    f"{MAX_TEMPS} temperatures is the most the lab runs; this posterior is "
+                    "too far from the prior for AIS here")
+            line += (f"<br><span class='bn-warn'>⚠ ESS below {MIN_ESS}: a few chains carry "
+                     "most of the weight, so the band and the standard error are rough "
+                     f"(the error is likely underestimated); {more}.</span>")
+        return line
 
     def band(self):
         if self.samples is None:

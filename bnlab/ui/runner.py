@@ -32,13 +32,54 @@ def band_function(engine):
     return _BAND_FNS.get(engine, lambda: jax.jit(bands))
 
 
-class _Run:
-    """What both runners share: a lock around the run's state and the plot data of its
-    latest state, computed once per state (``_compute_snapshot``)."""
+#: iterations with an unchanged energy after which a run is stopped as stalled: a
+#: fixed point the method's own test does not recognise must not show as "running"
+STALL_ITERS = 50
 
-    def __init__(self):
+#: why a run stopped (``_Run.stop_reason``), as the status line words it
+STOP_REASONS = {
+    "converged": "converged",
+    "diverged_posterior": "diverged: a step gave a posterior that is not positive definite",
+    "diverged_cavity": "diverged: a step needed a cavity that is not positive definite "
+                       "(its energy is undefined)",
+    "diverged_nonfinite": "diverged: a step produced non-finite values (the iteration blew up)",
+    "cap": "stopped at the iteration cap, not converged",
+    "stalled": f"stopped: the energy has not moved for {STALL_ITERS} iterations although "
+               "the method's convergence test has not fired",
+}
+
+
+class _Run:
+    """What both runners share: a lock around the run's state, the iteration cap, why
+    the run stopped, and the plot data of its latest state, computed once per state
+    (``_compute_snapshot``)."""
+
+    def __init__(self, max_iters: int | None = None):
         self._lock = threading.Lock()
         self._cache = None
+        self.max_iters = max_iters
+
+    def set_cap(self, max_iters: int | None):
+        """A new iteration cap for this run (a run stopped at the old one may go on)."""
+        with self._lock:
+            self.max_iters, self._cache = max_iters, None
+
+    def stop_reason(self) -> str | None:
+        """A key of ``STOP_REASONS``, or None while the run may go on. Derived from what
+        the engine reports per step (its converged and diverged flags, the PSD checks
+        of the rejected step) and the cap, so every method family says the same."""
+        if self.diverged:
+            return ("diverged_posterior" if not self.posterior_psd[-1] else
+                    "diverged_cavity" if not self.cavity_psd[-1] else "diverged_nonfinite")
+        if self.converged:
+            return "converged"
+        if self.max_iters is not None and self.iteration >= self.max_iters:
+            return "cap"
+        tail = np.asarray(self.energy[-STALL_ITERS - 1:])
+        if len(tail) > STALL_ITERS and np.all(np.isfinite(tail)) and \
+                np.ptp(tail) <= 1e-12 * (1.0 + abs(tail[-1])):
+            return "stalled"
+        return None
 
     def snapshot(self) -> dict:
         """Plain-numpy data for every plot of the live view."""
@@ -52,7 +93,8 @@ class Runner(_Run):
     """A site-method run: ``reset()``, ``step(k)``, ``snapshot()`` (thread-safe)."""
 
     def __init__(self, problem: Problem, method: str, *, alpha=1.0, rho=0.5, tol=1e-8,
-                 backtrack=True, accelerate=True, cubature_order=20, options=()):
+                 backtrack=True, accelerate=True, cubature_order=20, options=(),
+                 max_iters: int | None = None):
         if method == "gkl":
             raise ValueError("G-KL has no site steps: use GKLRunner (make_runner does)")
         validate_settings(method, alpha, rho, 1, tol)
@@ -63,7 +105,7 @@ class Runner(_Run):
                                  jnp.asarray(float(tol)), jnp.asarray(bool(backtrack)),
                                  jnp.asarray(bool(accelerate)))
         self._bands = band_function(self.engine)
-        super().__init__()
+        super().__init__(max_iters)
         self.reset()
         # compile the step now (once per engine and data shape), not on the first click
         jax.block_until_ready(self.engine.step(problem.params, problem.X, problem.y,
@@ -82,13 +124,15 @@ class Runner(_Run):
             self._cache = None
 
     def step(self, k: int = 1) -> int:
-        """Up to k iterations (fewer when the run has diverged or converged); returns
-        the number taken. A non-PSD posterior is recorded, the run stops there."""
+        """Up to k iterations (fewer when the run has diverged or reached its cap);
+        returns the number taken. A non-PSD posterior is recorded, the run stops there.
+        A converged run may still be stepped (the Step button): each step re-tests."""
         p = self.problem
         taken = 0
         with self._lock:
             for _ in range(k):
-                if self.diverged:
+                if self.diverged or (self.max_iters is not None
+                                     and self.iteration >= self.max_iters):
                     break
                 self.state, info = self.engine.step(p.params, p.X, p.y, self.settings, self.state)
                 info = jax.device_get(info)
@@ -176,7 +220,8 @@ def _assemble(run, mean, cov, ey, vy, nat1, prec) -> dict:
                    "last_step_psd": bool(run.posterior_psd[-1]),
                    "last_step_cavity_psd": bool(run.cavity_psd[-1]),
                    "max_change": run.max_change[-1], "rejected": run.rejected,
-                   "step_size": run.step_size},
+                   "step_size": run.step_size, "stop": run.stop_reason(),
+                   "max_iters": run.max_iters},
     }
 
 
@@ -193,8 +238,8 @@ class GKLRunner(_Run):
             raise ValueError("G-KL needs the full GP model with a one-latent likelihood")
         self.problem, self.method = problem, "gkl"
         self.options = {"covariance": covariance, "band": band, "rank": rank}
-        self.cubature, self.tol, self.max_iters = ("gauss_hermite", int(cubature_order)), tol, max_iters
-        super().__init__()
+        self.cubature, self.tol = ("gauss_hermite", int(cubature_order)), tol
+        super().__init__(max_iters)
         self.reset()
 
     def reset(self):
@@ -224,6 +269,13 @@ class GKLRunner(_Run):
             self.iteration, self.converged, self.diverged = n, r.converged, r.diverged
             self._cache = None
             return n
+
+    def stop_reason(self) -> str | None:
+        """As for site runs; a solved G-KL run that neither converged nor diverged
+        used up its ``max_iters`` optimiser iterations."""
+        if self.result is None:
+            return None
+        return super().stop_reason() or "cap"
 
     def _compute_snapshot(self):
         p = self.problem
@@ -271,11 +323,11 @@ def make_runner(problem: Problem, settings):
         band = settings.band if cov == "banded" else None
         rank = settings.band if cov in ("chevron", "subspace", "factor_analysis") else None
         return GKLRunner(problem, covariance=cov, band=band, rank=rank,
-                         cubature_order=settings.cubature_order)
+                         cubature_order=settings.cubature_order, max_iters=settings.max_iters)
     return Runner(problem, settings.method, alpha=settings.effective_alpha(), rho=settings.rho,
                   backtrack=settings.backtrack, accelerate=settings.accelerate,
                   cubature_order=settings.cubature_order,
-                  options=settings.method_options())
+                  options=settings.method_options(), max_iters=settings.max_iters)
 
 
 def ellipse_points(mean, cov, scale=2.0, n=120):

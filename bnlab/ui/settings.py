@@ -10,6 +10,7 @@ import param
 
 from ..methods.registry import REGISTRY
 from . import catalog
+from .presets import preset_changes
 
 #: the methods whose iteration ascends the ELBO (the step control applies) and those
 #: Anderson acceleration may mix, read from their records
@@ -19,7 +20,8 @@ ACCELERATED = {n: m.mixing for n, m in REGISTRY.items() if m.mixing is not None}
 #: parameters written to / read from the page URL (a teacher's shareable link)
 URL_PARAMS = ("dataset", "n", "likelihood", "kernel", "lengthscale", "variance", "period",
               "lik_scale", "df", "model", "num_inducing", "method", "base", "alpha", "rho",
-              "backtrack", "accelerate", "covariance", "band", "cubature_order", "speed")
+              "backtrack", "accelerate", "covariance", "band", "cubature_order", "speed",
+              "max_iters")
 
 
 class LabSettings(param.Parameterized):
@@ -48,7 +50,37 @@ class LabSettings(param.Parameterized):
     band = param.Integer(default=5, bounds=(1, 200))
     cubature_order = param.Integer(default=20, bounds=(2, 60))
     speed = param.Number(default=10.0, bounds=(1.0, 60.0), doc="iterations per second")
+    max_iters = param.Integer(default=1000, bounds=(1, 100_000),
+                              doc="iteration cap: a run that has neither converged nor "
+                              "diverged by then stops and says so")
     csv_text = param.String(default="", precedence=-1, doc="the uploaded CSV (not in the URL)")
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self._pinned = frozenset()
+        self.param.watch(self._on_dataset, list(URL_PARAMS) + ["csv_text"])
+
+    def _on_dataset(self, *events):
+        """A newly chosen data set brings its preset (``presets.PRESETS``), except for
+        the settings changed together with it."""
+        changed = {e.name: e for e in events}
+        if "dataset" not in changed:
+            return
+        ev = changed["dataset"]
+        defaults = {k: self.param[k].default for k in URL_PARAMS}
+        changes = preset_changes(ev.old, ev.new, self.url_state(), defaults,
+                                 keep=set(changed) | self._pinned)
+        if changes:
+            self.param.update(**changes)
+
+    def apply_link(self, values: dict):
+        """Set a link's values at once; a data set in it brings its preset only for
+        the settings the link does not name."""
+        self._pinned = frozenset(values)
+        try:
+            self.param.update(**values)
+        finally:
+            self._pinned = frozenset()
 
     # -- derived -------------------------------------------------------------------
     def resolved_likelihood(self, dataset_likelihood: str | None = None) -> str:
@@ -131,6 +163,70 @@ class LabSettings(param.Parameterized):
 
     def url_state(self) -> dict:
         return {k: getattr(self, k) for k in URL_PARAMS}
+
+    def why_invalid(self, name: str, value) -> str | None:
+        """Why ``value`` cannot be the setting ``name`` (None if it can), in words."""
+        p = self.param[name]
+        if isinstance(p, param.Selector):
+            if value in p.objects:
+                return None
+            return f"must be one of {', '.join(map(str, p.objects))}"
+        try:
+            type(self)(**{name: value})
+        except Exception:  # param raises ValueError or TypeError by check
+            if isinstance(p, param.Boolean):
+                return "must be true or false"
+            kind = "a whole number" if isinstance(p, param.Integer) else "a number"
+            lo, hi = p.bounds or (None, None)
+            return f"must be {kind} from {lo:g} to {hi:g}" if lo is not None else f"must be {kind}"
+        return None
+
+
+def parse_link(search: str) -> tuple[dict, dict]:
+    """A shared link's query string (``?alpha=0.3&method=pep``) → ({name: value} of its
+    valid settings, {name: (text as typed, why it is not valid)} of the others). One bad
+    value costs only itself: the link's other settings still apply. Names that are not
+    settings are ignored."""
+    from urllib.parse import parse_qsl
+    good, bad = {}, {}
+    check = LabSettings()
+    for name, text in parse_qsl(search.lstrip("?"), keep_blank_values=True):
+        if name not in URL_PARAMS:
+            continue
+        value = _from_text(LabSettings.param[name], text)
+        why = check.why_invalid(name, text if value is None else value)
+        if value is not None and why is None:
+            good[name] = value
+            bad.pop(name, None)
+        else:
+            bad[name] = (text, why or "is not a value of this setting")
+            good.pop(name, None)
+    return good, bad
+
+
+def link_notice(bad: dict) -> str:
+    """The notification for a link's invalid values (escaped: a link is typed by anyone)."""
+    import html
+    items = "; ".join(f"{html.escape(name)} = “{html.escape(text[:60])}” {html.escape(why)}"
+                      for name, (text, why) in bad.items())
+    return (f"This link has values the lab cannot use, so their defaults are kept: {items}. "
+            "Its other settings are applied, and the address bar now holds what is shown.")
+
+
+def _from_text(p, text: str):
+    """The typed value of a query-string text for parameter ``p`` (None if it has none)."""
+    t = text.strip()
+    try:
+        if isinstance(p, param.Boolean):
+            return {"true": True, "false": False}.get(t.lower())
+        if isinstance(p, param.Integer):
+            return int(t)
+        if isinstance(p, param.Number):
+            v = float(t)
+            return v if v == v and abs(v) != float("inf") else None
+    except ValueError:
+        return None
+    return text
 
 
 def _preset_likelihood(dataset: str) -> str:

@@ -19,6 +19,33 @@ from .settings import LabSettings
 from .trajectories import LEARNERS, learn_trajectories
 
 AXES = ("lengthscale", "variance", "period", "noise", "scale", "df", "alpha")
+#: how each variable is labelled (the colour bar, the slice's axis)
+VARIABLE_LABELS = {"log_marginal_per_n": "log p(y) / n", "log_marginal": "log p(y)"}
+
+
+def available_axes(settings: LabSettings, methods=()) -> list:
+    """The hyperparameters the current model has (a surface over another fails): the
+    kernel's, the likelihood's noise / scale / df, and α when a chosen method has it."""
+    lik = settings.resolved_likelihood()
+    out = ["lengthscale", "variance"]
+    if settings.kernel == "periodic":
+        out.append("period")
+    if lik in ("gaussian", "product"):
+        out.append("noise")
+    if lik in ("student_t", "laplace"):
+        out.append("scale")
+    if lik == "student_t":
+        out.append("df")
+    if any(m in catalog.ALPHA_METHODS for m in methods):
+        out.append("alpha")
+    return out
+
+
+def current_theta(settings: LabSettings) -> dict:
+    """The sidebar's value of every surface axis (the ★ on the panels)."""
+    return {"lengthscale": settings.lengthscale, "variance": settings.variance,
+            "period": settings.period, "noise": settings.lik_scale, "scale": settings.lik_scale,
+            "df": settings.df, "alpha": settings.alpha}
 
 
 def _log_coords(values):
@@ -36,17 +63,20 @@ def _trajectory_overlay(trajectories, ax0, ax1):
             color=t.colour, line_width=2))
         layers.append(hv.Points([(px[0], py[0])]).opts(color=t.colour, marker="circle",
                                                         size=8, fill_alpha=0))
-        layers.append(hv.Points([(px[-1], py[-1])]).opts(color=t.colour, marker="circle",
-                                                         size=8))
+        # the legend entry (HoloViews gives paths none): the filled end point
+        layers.append(hv.Points([(px[-1], py[-1])], label=label).opts(
+            color=t.colour, marker="circle", size=8))
     return layers
 
 
 def surface_plots(ds, variable="log_marginal_per_n", slice_index=None, levels=12,
-                  trajectories=None):
+                  trajectories=None, current=None):
     """(contour layout with shared colour limits, slice overlay) from a surface Dataset
     with dims (scheme, axis0, axis1); ``trajectories`` ({label: Trajectory}, see
-    ``trajectories.learn_trajectories``) are drawn on every panel."""
+    ``trajectories.learn_trajectories``) are drawn on every panel, with a legend, and
+    ``current`` ({axis: value}, the sidebar's θ) as a white star."""
     _, ax0, ax1 = ds[variable].dims
+    zdim = hv.Dimension(variable, label=VARIABLE_LABELS.get(variable, variable))
     x, y = _log_coords(ds[ax1].values), _log_coords(ds[ax0].values)
     vals = ds[variable].values
     finite = vals[np.isfinite(vals)]
@@ -62,13 +92,13 @@ def surface_plots(ds, variable="log_marginal_per_n", slice_index=None, levels=12
     if "mcmc" in methods:
         ref = hv.operation.contours(
             hv.Image((x, y, vals[methods.index("mcmc")]), [f"log10 {ax1}", f"log10 {ax0}"],
-                     variable), levels=levels, filled=False).opts(
+                     zdim), levels=levels, filled=False).opts(
             color="black", line_dash="dashed", line_width=1, cmap=["#000000"], colorbar=False,
             show_legend=False)
     panels = []
     for k, m in enumerate(methods):
         z = vals[k]
-        img = hv.Image((x, y, z), [f"log10 {ax1}", f"log10 {ax0}"], variable).opts(
+        img = hv.Image((x, y, z), [f"log10 {ax1}", f"log10 {ax0}"], zdim).opts(
             cmap="viridis", clim=clim, colorbar=True, tools=["hover"], title=m,
             width=340, height=300)
         layer = img * hv.operation.contours(img, levels=levels, filled=False).opts(
@@ -81,10 +111,15 @@ def surface_plots(ds, variable="log_marginal_per_n", slice_index=None, levels=12
             layer = layer * ref
         for path in _trajectory_overlay(trajectories, ax0, ax1):
             layer = layer * path
+        if current and ax0 in current and ax1 in current:
+            layer = layer * hv.Points([(np.log10(current[ax1]), np.log10(current[ax0]))]).opts(
+                color="white", line_color="black", marker="star", size=16)
+        if trajectories:
+            layer = layer.opts(show_legend=True, legend_position="bottom_right")
         panels.append(layer)
     layout = hv.Layout(panels).cols(3)
     j = len(y) // 2 if slice_index is None else min(max(int(slice_index), 0), len(y) - 1)
-    curves = [hv.Curve((x, vals[k][j]), f"log10 {ax1}", variable, label=m)
+    curves = [hv.Curve((x, vals[k][j]), f"log10 {ax1}", zdim, label=m)
               for k, m in enumerate(methods)]
     slice_plot = hv.Overlay(curves).opts(
         title=f"slice at {ax0} = {ds[ax0].values[j]:.3g}", responsive=True, min_height=260,
@@ -118,6 +153,9 @@ class SurfacesView(pn.viewable.Viewer):
         self.methods = pn.widgets.MultiChoice(label="Methods", options=choices,
                                               value=["laplace", "vi", "ep", "ep_like"],
                                               sizing_mode="stretch_width")
+        self.methods.param.watch(lambda e: self._refresh_axes(), "value")
+        settings.param.watch(lambda *_: self._refresh_axes(),
+                             ["dataset", "likelihood", "kernel", "csv_text"])
         self.learners = pn.widgets.MultiChoice(
             label="Learning trajectories (optimise the two axes from the sidebar's values)",
             options=list(LEARNERS), value=[], sizing_mode="stretch_width")
@@ -155,14 +193,24 @@ class SurfacesView(pn.viewable.Viewer):
             pn.pane.Markdown("### Marginal-likelihood surfaces\nEach method's approximation of "
                              "log p(y | θ) on a log-spaced grid (hyperparameters fixed per cell; "
                              "other settings from the sidebar). Dashed black: MCMC (AIS). "
-                             "Red ×: the best cell. Learning paths run from a hollow to a "
-                             "filled circle."),
+                             "Red ×: the best cell. ★: the sidebar's hyperparameters. "
+                             "Learning paths run from a hollow to a filled circle."),
             self.methods, axis_row, self.learners, pn.Row(self.compute_button, self.cancel_button, self.progress),
             self.message, pn.Row(self.variable, self.slice), self.contours, self.slice_pane,
             self.downloads, sizing_mode="stretch_width")
 
+        self._refresh_axes()
+
     def __panel__(self):
         return self.layout
+
+    def _refresh_axes(self):
+        """Offer only the hyperparameters the current model has."""
+        axes = available_axes(self.settings, self.methods.value)
+        for name, fallback in (("axis0", "variance"), ("axis1", "lengthscale")):
+            self.param[name].objects = axes
+            if getattr(self, name) not in axes:
+                setattr(self, name, fallback)
 
     def grid(self) -> dict:
         if self.axis0 == self.axis1:
@@ -189,7 +237,7 @@ class SurfacesView(pn.viewable.Viewer):
         s = self.settings
         try:
             ds = bnlab.surface(problem.model, problem.X, problem.y, methods=list(self.methods.value),
-                               grid=grid, params=problem.params, alpha=s.effective_alpha(),
+                               grid=grid, params=problem.params, alpha=s.alpha,
                                damping=s.rho, backtracking=s.backtrack,
                                acceleration=s.accelerate,
                                cubature=("gauss_hermite", s.cubature_order),
@@ -222,7 +270,8 @@ class SurfacesView(pn.viewable.Viewer):
         if self.dataset is None:
             return
         layout, sl = surface_plots(self.dataset, self.variable.value, self.slice.value,
-                                   trajectories=self.trajectories)
+                                   trajectories=self.trajectories,
+                                   current=current_theta(self.settings))
         with pn.io.hold():
             self.contours.object, self.slice_pane.object = layout, sl
 

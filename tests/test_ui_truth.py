@@ -1,0 +1,315 @@
+"""The lab tells the truth, without a browser: runs stop and say why, Compare runs
+each method at its own α and ρ, the α explorer marks what diverged, the MCMC reference
+carries its error bars and outlives method changes, bad links keep their good values."""
+import numpy as np
+import pytest
+
+from bnlab.ui import compare
+from bnlab.ui.controls import Status
+from bnlab.ui.live import LiveView
+from bnlab.ui.problem import build_problem
+from bnlab.ui.runner import STALL_ITERS, make_runner
+from bnlab.ui.settings import LabSettings
+
+
+def _ticks(live, limit=5000):
+    """Drive the live view as its periodic callback would, until the run stops."""
+    live.running = True
+    for _ in range(limit):
+        live._tick()
+        if not live.running:
+            return
+    raise AssertionError("the run never stopped")
+
+
+def test_vi_qn_run_stops_at_vi_optimum_and_says_why():
+    """vi_qn on the default problem reaches VI's optimum (plain VI's converged energy,
+    computed independently); the run then stops, by the method's own test or as
+    stalled, and the status says which — never 'running' at the fixed point."""
+    s = LabSettings(method="vi_qn")
+    live = LiveView(s, Status())
+    assert live.rebuild()
+    _ticks(live)
+    st = live.runner.snapshot()["status"]
+    assert st["stop"] in ("converged", "stalled")
+    assert st["iteration"] < 10 * STALL_ITERS
+    vi = compare.converge(live.problem, "vi", LabSettings(method="vi"))
+    assert vi.converged
+    np.testing.assert_allclose(st["energy"], vi.energy[-1], atol=1e-6)
+    text = live.status_pane.object
+    assert ("converged" in text or "stalled" in text) and "running" not in text
+
+
+def test_iteration_cap_stops_the_run_and_nothing_is_pushed_after():
+    s = LabSettings(method="ep", rho=0.05, max_iters=7)
+    live = LiveView(s, Status())
+    assert live.rebuild()
+    _ticks(live)
+    assert live.runner.iteration == 7 and live.runner.stop_reason() == "cap"
+    assert "cap reached" in live.status_pane.object and "(7)" in live.status_pane.object
+    frames = []
+    live.plots.update = lambda *a, **k: frames.append(1)
+    live.running = True
+    live._tick()                          # a stray tick after the stop: no step, no frame
+    assert live.runner.iteration == 7 and frames == [] and not live.running
+    assert "cap reached" in live.status_pane.object
+    del live.plots.update
+    s.max_iters = 9                       # a higher cap lets the same run go on
+    assert live.runner.stop_reason() is None and live.runner.iteration == 7
+    live.step(5)
+    assert live.runner.iteration == 9
+
+
+def test_pause_before_convergence_says_cancelled():
+    s = LabSettings(method="ep", rho=0.05)
+    live = LiveView(s, Status())
+    assert live.rebuild()
+    live.running = True
+    live._tick()
+    live.pause()
+    assert "cancelled" in live.status_pane.object and not live.running
+
+
+@pytest.mark.parametrize("method,how", [("laplace", "posterior that is not positive definite")])
+def test_divergence_says_how(method, how):
+    s = LabSettings(dataset="robust_1d", method=method, rho=1.0, lik_scale=0.05, df=2.0)
+    live = LiveView(s, Status())
+    assert live.rebuild()
+    _ticks(live, 100)
+    assert live.runner.stop_reason() == "diverged_posterior"
+    assert "diverged" in live.status_pane.object and how in live.status_pane.object
+
+
+def test_mcmc_reference_kept_across_method_alpha_rho_and_dropped_on_data_changes():
+    s = LabSettings(method="vi")
+    live = LiveView(s, Status())
+    assert live.rebuild()
+    live.mcmc.compute(live.problem, num_temps=30, num_chains=16)
+    live.push()
+    text = live.mcmc_pane.object
+    assert live.mcmc_pane.visible and "effective sample size" in text
+    assert f"{live.mcmc.ess:.0f}</b> of 16" in text and f"± {live.mcmc.log_z_se:.3f}" in text
+    assert "ESS below 100" in text              # 16 chains cannot reach it
+    band = live.plots.src["mcmc"].data["mean"]
+    s.param.update(method="pep", alpha=0.3)
+    s.rho = 0.9
+    assert live.mcmc.samples is not None
+    np.testing.assert_array_equal(live.plots.src["mcmc"].data["mean"], band)
+    assert live.mcmc.next_schedule(live.problem) == 4 * 30      # a rough run is refined
+    s.lengthscale = 2.0
+    assert live.mcmc.samples is None and not live.mcmc_pane.visible
+    assert len(live.plots.src["mcmc"].data["mean"]) == 0
+
+
+def test_compare_runs_pep_at_its_own_alpha_and_the_table_says_so():
+    """Sidebar method vi (α not its setting): Compare still runs pep at α = 0.5, as
+    bnlab.infer does independently, and EP at α = 1; the table shows α and ρ."""
+    import bnlab
+    s = LabSettings(method="vi")
+    view = compare.CompareView(s, method_a="pep", method_b="ep")
+    view.run_pair()
+    table = view.table.object
+    assert "<td class='bn-alpha'>0.5</td>" in table and "1 (EP)" in table
+    assert "<th>ρ</th>" in table and "<td>0.5</td>" in table
+    p = build_problem(s)
+    ref = {m: bnlab.infer(p.model, np.asarray(p.X), np.asarray(p.y), method=m, alpha=a,
+                          damping=0.5, max_iters=500, tol=1e-8).log_marginal
+           for m, a in (("pep", 0.5), ("ep", 1.0))}
+    shown = [float(c.split("</td>")[0]) for c in table.split("<td class='bn-energy'>")[1:]]
+    np.testing.assert_allclose(shown, [ref["pep"], ref["ep"]], atol=1e-3)
+    assert abs(shown[0] - shown[1]) > 1e-3
+    assert view.widgets["alpha_b"].disabled and not view.widgets["alpha_a"].disabled
+    view.param.update(method_a="laplace", rho_a=0.9)
+    view.run_pair()
+    assert "<td class='bn-alpha'>—</td><td>0.9</td>" in view.table.object
+
+
+def test_alpha_sweep_on_outliers_marks_every_diverged_alpha_and_draws_no_band_for_it():
+    """'Regression with outliers' with the sidebar's defaults: small α diverge (their
+    posterior stops being PD) and so does VI. The curve has no point for them, a red ×
+    each, the note names them, and neither their band nor VI's is drawn."""
+    import holoviews as hv
+    s = LabSettings(dataset="robust_1d")
+    sweep = compare.alpha_sweep(build_problem(s), s)
+    bad = [a for a, st in zip(sweep["alpha"], sweep["stop"]) if st.startswith("diverged")]
+    assert bad and 0.01 in bad and 1.0 not in bad
+    assert sweep["vi"]["stop"].startswith("diverged")
+    note = compare.sweep_note(sweep)
+    assert "α = " + ", ".join(f"{a:g}" for a in bad) in note and "VI diverged" in note
+    i_bad = sweep["alpha"].index(bad[0])
+    curve, band = compare.alpha_plots(sweep, i_bad)
+    drawn = {el.label: el for el in curve}
+    assert not set(bad) & set(drawn["Power EP(α)"].dimension_values(0))
+    np.testing.assert_array_equal(np.sort(drawn["diverged (no energy)"].dimension_values(0)),
+                                  np.sort(bad))
+    labels = [el.label for el in band]
+    assert not any(lab.startswith(("VI", "PEP")) for lab in labels) and "diverged" in \
+        band.opts.get().kwargs["title"]
+    _, band_ok = compare.alpha_plots(sweep, len(sweep["alpha"]) - 2)
+    assert any(lab.startswith("PEP α = 0.9") for lab in [el.label for el in band_ok])
+    hv.render(curve), hv.render(band)           # both draw
+    # the per-point picture: an outlier by default; at a PEP fixed point of a full GP q
+    # has the tilted distribution's mean and variance (q\ᵢ tᵢ^α = q) for every α
+    from bnlab.studies.tilted import tilted_marginal
+    p = sweep["problem"]
+    i = compare.surprising_point(sweep)
+    assert abs(float(p.y[i]) - np.sin(float(p.x_plot[i]))) > 1.5
+    for k in (sweep["alpha"].index(0.5), len(sweep["alpha"]) - 1):
+        marginals, sites = sweep["states"][k]
+        pic = tilted_marginal(p.model.likelihood, p.params["likelihood"], p.y[i], marginals,
+                              sites, i, sweep["alpha"][k])
+        np.testing.assert_allclose([pic["tilted_mean"], pic["tilted_var"]],
+                                   [pic["q_mean"], pic["q_var"]], rtol=1e-4, atol=1e-6)
+        assert {el.label for el in compare.point_picture(sweep, k, i)} >= {"q(fᵢ)", "cavity"}
+    assert "diverged" in compare.point_picture(sweep, i_bad, i).opts.get().kwargs["title"]
+
+
+def test_tilted_distribution_of_a_gaussian_likelihood_is_the_closed_form():
+    """Gaussian likelihood: cavity N(mc, vc) × N(y | f, σ²)^α is Gaussian with
+    precision 1/vc + α/σ² and mean (mc/vc + αy/σ²) / precision, at any state."""
+    from bnlab.studies.tilted import tilted_marginal
+    s = LabSettings(dataset="regression_1d", method="pep", alpha=0.3, lik_scale=0.05)
+    p = build_problem(s)
+    r = make_runner(p, s)
+    r.step(2)
+    st, i, a = r.state, 7, 0.3
+    pic = tilted_marginal(p.model.likelihood, p.params["likelihood"], p.y[i], st.marginals,
+                          st.sites, i, a)
+    m, v = float(st.marginals.mean[i, 0]), float(st.marginals.cov[i, 0, 0])
+    pc = 1 / v - a * float(st.sites.prec[i, 0, 0])
+    mc = (m / v - a * float(st.sites.nat1[i, 0])) / pc
+    prec = pc + a / 0.05
+    np.testing.assert_allclose(pic["tilted_mean"], (pc * mc + a * float(p.y[i]) / 0.05) / prec,
+                               rtol=1e-6)
+    np.testing.assert_allclose(pic["tilted_var"], 1 / prec, rtol=1e-5)
+    np.testing.assert_allclose(pic["q_mean"], m) and np.testing.assert_allclose(pic["q_var"], v)
+
+
+@pytest.mark.parametrize("search,kept,bad", [
+    ("?alpha=5&method=pep", {"method": "pep"}, "alpha"),
+    ("?method=foo&kernel=rbf", {"kernel": "rbf"}, "method"),
+    ("?n=-3&dataset=counts_1d", {"dataset": "counts_1d"}, "n"),
+    ("?lengthscale=abc&variance=2.5", {"variance": 2.5}, "lengthscale"),
+])
+def test_a_bad_link_value_costs_only_itself_and_is_named_escaped(search, kept, bad):
+    from bnlab.ui.settings import link_notice, parse_link
+    good, errors = parse_link(search)
+    assert good == kept and list(errors) == [bad]
+    s = LabSettings()
+    s.param.update(**good)                          # applies: every kept value is valid
+    assert all(getattr(s, k) == v for k, v in kept.items())
+    assert errors[bad][0] in link_notice(errors) and bad in link_notice(errors)
+    good, errors = parse_link("?method=%3Cimg%20src%3Dx%20onerror%3Dalert(1)%3E&alpha=0.3")
+    assert good == {"alpha": 0.3}
+    notice = link_notice(errors)
+    assert "<img" not in notice and "&lt;img src=x onerror=alert(1)&gt;" in notice
+
+
+def test_choosing_a_preset_opens_its_settings_and_links_keep_theirs():
+    s = LabSettings()
+    s.dataset = "product_1d"
+    assert s.method == "ep"
+    s.method = "laplace"                     # the user's choice survives leaving the preset
+    s.dataset = "sparse_regression_1d"
+    assert (s.model, s.num_inducing, s.method, s.alpha) == ("sparse", 6, "pep", 0.5)
+    s.dataset = "classification_1d"         # what only the preset set goes back
+    assert (s.model, s.method, s.rho, s.lik_scale) == ("full", "vi", 0.5, 0.1)
+    s.apply_link({"dataset": "robust_1d", "method": "vi"})
+    assert s.method == "vi"                  # a link's method wins over the preset's
+    s.param.update(dataset="product_1d", kernel="rbf")
+    assert s.method == "ep" and s.kernel == "rbf"
+
+
+@pytest.mark.parametrize("dataset", [d for d in LabSettings.param.dataset.objects
+                                     if d not in ("csv", "breast_cancer")])
+def test_every_preset_converges_with_the_method_it_opens_with(dataset):
+    s = LabSettings()
+    s.dataset = dataset
+    r = compare.converge(build_problem(s), s.method, s, max_iters=1000)
+    assert r.stop_reason() == "converged", (s.method, r.stop_reason(), r.iteration)
+
+
+def test_sparse_preset_is_where_alpha_matters():
+    """VFE (α → 0) and FITC (α = 1) several nats apart, and their bands visibly so; the
+    PEP energy in between (Bui et al. 2017: the PEP energy interpolates)."""
+    s = LabSettings()
+    s.dataset = "sparse_regression_1d"
+    p = build_problem(s)
+    runs = {a: compare.converge(p, "ep" if a == 1 else "pep", s, alpha=a) for a in (0.01, 0.5, 1)}
+    e = {a: r.snapshot()["status"]["energy"] for a, r in runs.items()}
+    assert e[1] - e[0.01] > 10 and e[0.01] < e[0.5] < e[1]
+    m0, m1 = (runs[a].snapshot()["bands"]["f1"]["mean"] for a in (0.01, 1))
+    assert np.abs(m0 - m1).max() > 0.05
+
+
+def test_a_tap_on_two_neighbours_forms_the_pair_and_iteration_ticks_are_whole():
+    s = LabSettings(method="vi")
+    live = LiveView(s, Status())
+    assert live.rebuild()
+    live._on_tap("indices", [], [3])
+    live._on_tap("indices", [3], [3, 4])         # the tap hit both neighbours
+    assert live.selected == [3, 4] and len(live.plots.src["pair"].data["x"]) == 2
+    assert live.plots.energy.xaxis[0].ticker.min_interval == 1
+
+
+def test_surfaces_offer_the_model_s_axes_mark_theta_and_label_the_colour_bar():
+    import holoviews as hv
+    import xarray as xr
+    from bnlab.ui.surfaces import SurfacesView, surface_plots
+    from bnlab.ui.trajectories import Trajectory
+    s = LabSettings()                                   # probit, Matérn: no noise, df, period
+    view = SurfacesView(s)
+    assert view.param.axis0.objects == ["lengthscale", "variance"]
+    s.param.update(dataset="robust_1d", kernel="periodic")
+    assert set(view.param.axis0.objects) == {"lengthscale", "variance", "period", "scale", "df"}
+    view.methods.value = ["vi", "pep"]
+    assert "alpha" in view.param.axis1.objects
+    ls, var = np.geomspace(0.1, 10, 4), np.geomspace(0.1, 10, 3)
+    ds = xr.Dataset({"log_marginal_per_n": (("scheme", "variance", "lengthscale"),
+                                            np.random.default_rng(0).normal(size=(1, 3, 4)))},
+                    coords={"scheme": ["vi"], "variance": var, "lengthscale": ls})
+    path = Trajectory({"variance": np.array([1.0, 2.0]), "lengthscale": np.array([1.0, 3.0])},
+                      "#ff7f0e", "converged")
+    layout, _ = surface_plots(ds, trajectories={"joint ELBO (VI)": path},
+                              current={"variance": 2.0, "lengthscale": 0.5})
+    panel = list(layout)[0]
+    star = [el for el in panel
+            if el.group == "Points" and el.opts.get().kwargs.get("marker") == "star"]
+    np.testing.assert_allclose(star[0].array()[0], np.log10([0.5, 2.0]))
+    fig = hv.render(panel)
+    labels = [item.label["value"] for legend in fig.legend for item in legend.items]
+    assert labels == ["joint ELBO (VI)"]
+    bars = [r for r in fig.right if type(r).__name__ == "ColorBar"]
+    assert bars and bars[0].title == "log p(y) / n"
+
+
+def test_energy_gap_view_shows_the_distance_to_the_latest_energy_on_a_log_axis():
+    s = LabSettings(method="ep")
+    live = LiveView(s, Status())
+    assert live.rebuild()
+    live.step(6)
+    e = np.asarray(live.runner.energy)
+    gap = live.plots.src["gap"].data
+    np.testing.assert_allclose(gap["gap"], np.abs(e[:-1] - e[-1])[np.abs(e[:-1] - e[-1]) > 0])
+    assert live.plots.gap.y_scale.__class__.__name__ == "LogScale"
+    assert not live.panes["gap"].visible
+    live.gap_toggle.value = True
+    assert live.panes["gap"].visible and not live.panes["energy"].visible
+
+
+def test_surfaces_run_pep_at_the_sidebar_alpha_whatever_the_sidebar_method(monkeypatch):
+    """As in Compare: a pep surface is PEP at the sidebar's α even while the sidebar's
+    own method (vi) has no α; ep stays α = 1 inside bnlab.surface."""
+    import bnlab
+    from bnlab.ui.surfaces import SurfacesView
+    seen = {}
+
+    def fake_surface(model, X, y, **kw):
+        seen.update(kw)
+        raise ValueError("stop here")
+    monkeypatch.setattr(bnlab, "surface", fake_surface)
+    s = LabSettings(method="vi", alpha=0.3)
+    view = SurfacesView(s)
+    view.methods.value = ["ep", "pep"]
+    view.compute()
+    assert seen["alpha"] == 0.3 and "stop here" in view.message.object

@@ -16,27 +16,30 @@ from .variational import vi_gn_local, vi_local
 
 __all__ = ["METHOD_NAMES", "SITE_METHODS", "build_method", "HEURISTIC_BASES", "MEAN_ONLY"]
 
-# name: (energy, psd_guaranteed, uses_alpha, description); uses_alpha: α is a run-time
-# setting (EP's α is fixed at 1, so it is not, and takes the closed forms for α = 1)
+# name: (energy, psd_guaranteed, uses_alpha, description); psd_guaranteed: every
+# iterate's posterior and cavities are PD in exact arithmetic for any data and ρ (the
+# README's column; the methods that are so only for log-concave likelihoods are in
+# NONNEGATIVE_SITES_IF_LOG_CONCAVE); uses_alpha: α is a run-time setting (EP's α is
+# fixed at 1, so it is not, and takes the closed forms for α = 1)
 SITE_METHODS = {
     "laplace": ("laplace", False, False, "Newton on log p(y|f) at the mean (Laplace)"),
     "laplace_gn": ("laplace", True, False, "Laplace with a Gauss–Newton Hessian"),
     "laplace_qn": ("laplace", True, False, "Laplace with damped-BFGS Hessians"),
-    "laplace_riemann": ("laplace", False, False, "Laplace with the Riemannian PSD correction"),
+    "laplace_riemann": ("laplace", True, False, "Laplace with the Riemannian PSD correction"),
     "taylor": ("laplace", True, False, "Taylor linearisation (iterated EKS)"),
     "vi": ("vfe", False, False, "natural-gradient variational inference (CVI)"),
     "vi_gn": ("vfe", True, False, "variational Gauss–Newton"),
     "vi_qn": ("vfe", True, False, "variational quasi-Newton (damped BFGS)"),
-    "vi_riemann": ("vfe", False, False, "VI with the Riemannian PSD correction"),
+    "vi_riemann": ("vfe", True, False, "VI with the Riemannian PSD correction"),
     "ep": ("pep", False, False, "expectation propagation (Power EP with α = 1)"),
     "pep": ("pep", False, True, "Power EP with power α"),
     "pep_qn": ("pep", False, True, "Power EP with damped-BFGS tilted Hessians"),
-    "pep_riemann": ("pep", False, True, "Power EP with the Riemannian PSD correction"),
+    "pep_riemann": ("pep", True, True, "Power EP with the Riemannian PSD correction"),
     "pl": ("ep", True, False, "posterior linearisation (SLR)"),
     "pl2": ("ep", False, False, "second-order posterior linearisation"),
     "pl2_gn": ("ep", True, False, "second-order PL with a Gauss–Newton Hessian"),
     "pl2_qn": ("ep", True, False, "second-order PL with damped-BFGS Hessians"),
-    "pl2_riemann": ("ep", False, False, "second-order PL with the Riemannian PSD correction"),
+    "pl2_riemann": ("ep", True, False, "second-order PL with the Riemannian PSD correction"),
     "heuristic": (None, True, False, "a base method with the heuristic diagonal PSD fix"),
     "ep_like": ("ep", False, False, "VI sites scored by the EP energy (Li et al. 2023)"),
 }

@@ -275,8 +275,10 @@ class Engine:
                      iteration, best)
 
     def _elbo_merit(self, energy, objective):
-        """−ELBO: the energy where it is the ELBO, else the ascended objective."""
-        return -(energy if self.method.energy == "vfe" else objective)
+        """−ELBO: the energy where it is the ELBO, else the ascended objective (+∞ where
+        NaN, so that a later valid iterate replaces it)."""
+        merit = -(energy if self.method.energy == "vfe" else objective)
+        return jnp.where(jnp.isnan(merit), jnp.inf, merit)
 
     def _with_best(self, state: State, residual) -> Best:
         """``state.best``, replaced by ``state`` where it is better: by the ELBO, or by

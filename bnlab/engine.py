@@ -44,12 +44,18 @@ point because a secant pair below its rounding error is not used
 If the new posterior is not positive definite the step is *rejected*, the iteration is
 recorded with ``posterior_psd = False`` and the run stops as diverged (the paper
 reports such methods at their "last stable step"). A step whose sites, mean or energy
-are not finite is rejected the same way, with a NaN energy. The state a diverged step
-returns is not the last accepted iterate but the *best* valid one seen
-(``State.best``, the start included, so never one worse than the start): a method
-that diverges has usually been getting worse for a while (pl2_qn on a probit problem
-ran its means out to |f| ≈ 30 and its energy from −78 to −550 before overflowing).
-"Best" is measured by ``Best.merit`` (lower is better; ``Engine.merit_kind``):
+are not finite is rejected the same way, with a NaN energy. Its flags say why
+(``stop_reason``): ``cavity_psd = False`` with a PD posterior means the EP-family
+energy is undefined because a cavity of the proposed state is not PD (power EP, PL and
+the EP-like energy need every cavity); ``posterior_psd = True`` with both flags set
+means an overflowing iteration (no PSD verdict on non-finite sites). The PSD flags
+always describe the proposed state, whether or not it was accepted.
+
+The state a diverged step returns is not the last accepted iterate but the *best* valid
+one seen (``State.best``, the start included, so never one worse than the start): an
+iteration on its way to failing can degrade for many steps before a check stops it
+(an overflowing one runs the means far out first). "Best" is measured by
+``Best.merit`` (lower is better; ``Engine.merit_kind``):
 
 - for the methods whose energy or ascended objective is the ELBO (the VI family,
   heuristic VI, ep_like) the ELBO: a lower bound on log p(y), and the higher it is the
@@ -63,11 +69,7 @@ ran its means out to |f| ≈ 30 and its energy from −78 to −550 before overf
   mode (on the lab's probit preset at n = 60 Newton's iterates pass −23.30 on the
   way to the mode's −23.38). Ranking by those energies would prefer iterates away
   from the method's answer; the iterate closest to satisfying the method's own
-  equations is the one to show. Its flags say why: ``cavity_psd = False`` with a PD posterior means the EP-family
-energy is undefined because a cavity of the proposed state is not PD (power EP, PL and
-the EP-like energy need every cavity); ``posterior_psd = True`` with both flags set
-means an overflowing iteration (no PSD verdict on non-finite sites). The PSD flags always
-describe the proposed state, whether or not it was accepted.
+  equations is the one to show.
 
 Everything is a pure function of (params, X, y, settings, state), so it jit-compiles
 and vmaps over hyperparameters. ``Engine`` objects are cached per (model structure,
@@ -314,8 +316,9 @@ class Engine:
 
     def step_pure(self, params, X, y, settings, state: State):
         """One iteration; a step whose posterior is not PD (or that overflows) is rejected
-        and the run diverges, returning the best iterate seen (``State.best``); under the step control a step that lowers the ELBO is
-        rejected and the next one halved, and with ``accelerate`` the proposal is the
+        and the run diverges, returning the best iterate seen (``State.best``); under
+        the step control a step that lowers the ELBO is rejected and the next one
+        halved, and with ``accelerate`` the proposal is the
         Anderson-mixed one (module docstring; a rejected mixed step only clears the
         history)."""
         # the state's ρ_k under the step control (never above the settings' ρ), else ρ

@@ -110,8 +110,8 @@ def _heteroscedastic(seed, n=20):
     return X, np.sin(1.5 * X[:, 0]) + sd * rng.standard_normal(n)
 
 
-STUDENT_T = (lambda: bnlab.likelihoods.StudentT(df=3.0, scale=0.05), bnlab.kernels.Matern32(0.7, 1.0),
-             _outliers)
+STUDENT_T = (lambda: bnlab.likelihoods.StudentT(df=3.0, scale=0.05),
+             bnlab.kernels.Matern32(0.7, 1.0), _outliers)
 HETEROSCEDASTIC = (bnlab.likelihoods.Heteroscedastic, bnlab.kernels.Matern52(1.0, 1.0),
                    _heteroscedastic)
 COUNTEREXAMPLES = {   # method: (problem, options)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from .engine.loop import Settings, State, Trace, get_engine
+from .engine.loop import Settings, State, Trace, get_engine, stop_reason
 from .methods.registry import check_method_name
 from .hyperparameters import real_number
 from .model import validate_inputs
@@ -64,7 +64,10 @@ class InferenceResult:
     (posterior marginals at the training inputs), ``sites``, ``n_iters``,
     ``converged``, ``diverged`` (a step produced a non-PD posterior — or, with
     ``trace.posterior_psd`` True, non-finite values — and was rejected: the result is
-    the last good iterate)."""
+    the best valid iterate seen, ``bnlab.engine``), ``stop_reason`` ("converged",
+    "diverged: …" saying which check failed, or "max_iters"; ``engine.stop_reason``) and
+    ``iterate`` (the iteration whose state the result holds: ``n_iters`` unless the run
+    diverged or its last steps were rejected)."""
 
     def __init__(self, engine, params, X, y, state: State, trace: Trace, n_iters,
                  converged, diverged, method, settings):
@@ -75,6 +78,9 @@ class InferenceResult:
         self.trace = Trace(*(np.asarray(t)[:n] for t in trace))
         self.converged = bool(converged)
         self.diverged = bool(diverged)
+        last = (self.trace.posterior_psd[-1], self.trace.cavity_psd[-1]) if n else (True, True)
+        self.stop_reason = stop_reason(self.converged, self.diverged, *last)
+        self.iterate = int(state.iteration)
         self.log_marginal = float(state.energy)
         self.sites = state.sites
         D = state.marginals.mean.shape[1]

@@ -33,8 +33,8 @@ class Solution(NamedTuple):
     aux: Any              # the structure's precomputed arrays (subspace: its basis)
     bound: jnp.ndarray
     trace: jnp.ndarray    # bound per iteration, NaN where unused (subspace: per outer step)
-    n_iters: jnp.ndarray
-    converged: jnp.ndarray
+    n_iters: jnp.ndarray  # optimiser iterations, at most ``max_iters`` in all
+    converged: jnp.ndarray  # every optimisation run stopped by its convergence test
     diverged: jnp.ndarray
 
 
@@ -46,7 +46,11 @@ def site_marginals(vparams, prior: GaussianPrior, structure: Structure, aux):
 
 def solve(prior: GaussianPrior, structure: Structure, lik, lik_params, y, rule, *,
           max_iters: int, tol) -> Solution:
-    """Maximise B_KL over (m, S) in the structure's family (pure)."""
+    """Maximise B_KL over (m, S) in the structure's family (pure). ``max_iters`` bounds
+    the optimiser's iterations in all: a structure with outer steps (subspace: basis
+    refreshes) shares it between them, each taking what the earlier ones left, and is
+    converged only if every inner optimisation converged (the steps left without
+    iterations have not). The best iterate over the outer steps is returned."""
     aux = structure.setup(prior)
     vparams = {"mean": jnp.zeros(prior.dim), "cov": structure.init(prior, aux)}
 
@@ -57,22 +61,25 @@ def solve(prior: GaussianPrior, structure: Structure, lik, lik_params, y, rule, 
         r = maximise(objective(aux), vparams, max_iters=max_iters, tol=tol, dim=prior.dim)
         return Solution(r.params, aux, r.value, r.trace, r.n_iters, r.converged, r.diverged)
 
-    best, traces, n_total, diverged = None, [], 0, jnp.asarray(False)
+    best, traces, n_total = None, [], jnp.asarray(0)
+    converged, diverged = jnp.asarray(True), jnp.asarray(False)
     for _ in range(structure.outer_steps):
         means, s2 = site_marginals(vparams, prior, structure, aux)
         gamma = site_precisions(lik, lik_params, y, means, s2, rule)
         cov, aux = structure.refresh(vparams["cov"], prior, aux, gamma)
         vparams = {"mean": vparams["mean"], "cov": cov}
-        r = maximise(objective(aux), vparams, max_iters=max_iters, tol=tol, dim=prior.dim)
+        r = maximise(objective(aux), vparams, max_iters=max_iters, tol=tol, dim=prior.dim,
+                     budget=max_iters - n_total)
         vparams, traces = r.params, traces + [r.trace]
         n_total, diverged = n_total + r.n_iters, diverged | r.diverged
-        candidate = (r.params, aux, r.value, r.converged)
+        converged = converged & r.converged
+        candidate = (r.params, aux, r.value)
         if best is None:
             best = candidate
         else:
             better = r.value > best[2]
             best = jax.tree_util.tree_map(lambda a, b: jnp.where(better, a, b), candidate, best)
-    params, aux, value, converged = best
+    params, aux, value = best
     return Solution(params, aux, value, jnp.concatenate(traces), n_total, converged, diverged)
 
 

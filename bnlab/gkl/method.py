@@ -29,7 +29,7 @@ from jax.scipy.linalg import solve_triangular
 
 from .. import cubature as cub
 from .._runtime.compiled import CompiledCache
-from ..engine.loop import Trace
+from ..engine.loop import Trace, stop_reason
 from .bound import kl_bound
 from .fit import solve
 from .prior import make_prior
@@ -117,7 +117,9 @@ class GKLResult:
     (``log_marginal`` = the optimised bound B_KL, ``trace`` with the bound per L-BFGS
     iteration in ``energy``, PSD flags True — S = CᵀC is PSD by construction — and NaN
     for the site-method fields, ``mean``, ``cov`` (marginal variances), ``predict``,
-    ``log_predictive``, ``n_iters``, ``converged``, ``diverged``, ``method``) plus
+    ``log_predictive``, ``n_iters`` (optimiser iterations, at most ``max_iters`` in all,
+    the subspace structure's basis refreshes included), ``converged``, ``diverged``,
+    ``stop_reason``, ``iterate``, ``method``) plus
     ``joint_covariance(i, j)``, ``posterior_covariance()`` (dense S), ``covariance``
     (the structure's name), ``structure`` and ``order``."""
 
@@ -139,6 +141,9 @@ class GKLResult:
         self.log_marginal = float(solution.bound)
         self.converged = bool(solution.converged)
         self.diverged = bool(solution.diverged)
+        self.stop_reason = ("diverged: non-finite bound or gradient" if self.diverged
+                            else stop_reason(self.converged, False))
+        self.iterate = n
         S = structure.covariance(solution.vparams["cov"], prior, solution.aux)
         self._S = S
         inverse = np.empty_like(order)

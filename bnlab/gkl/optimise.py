@@ -7,8 +7,8 @@ and, on the concave structures, converges to the unique maximum; the prior
 preconditioning of structures.py keeps the problem well conditioned, which is what
 a quasi-Newton method needs. Stopping: the bound changed by at most
 tol·(1 + |B|) over one iteration *and* the largest gradient entry is below
-√tol·(1 + |B|)/D; ``max_iters`` bounds the work. A non-finite bound stops the run
-as diverged, at the last finite iterate.
+√tol·(1 + |B|)/D; ``budget`` (at most ``max_iters``, the trace's length) bounds the
+work. A non-finite bound stops the run as diverged, at the last finite iterate.
 """
 from __future__ import annotations
 
@@ -35,8 +35,12 @@ def _max_abs(tree):
                               if x.size]))
 
 
-def maximise(objective, params0, *, max_iters: int, tol, dim: int, memory: int = 20) -> Maximised:
-    """Maximise ``objective(params)`` from ``params0`` (a pytree of arrays)."""
+def maximise(objective, params0, *, max_iters: int, tol, dim: int, memory: int = 20,
+             budget=None) -> Maximised:
+    """Maximise ``objective(params)`` from ``params0`` (a pytree of arrays) in at most
+    ``budget`` iterations (a run-time value; default ``max_iters``, which is static: the
+    trace's length)."""
+    budget = max_iters if budget is None else budget
     negative = lambda p: -objective(p)
     opt = optax.lbfgs(memory_size=memory,
                       linesearch=optax.scale_by_zoom_linesearch(max_linesearch_steps=40))
@@ -45,7 +49,7 @@ def maximise(objective, params0, *, max_iters: int, tol, dim: int, memory: int =
 
     def cond(carry):
         i, _, _, _, _, done, _ = carry
-        return (i < max_iters) & ~done
+        return (i < jnp.minimum(budget, max_iters)) & ~done
 
     def body(carry):
         i, params, state, value, trace, _, _ = carry

@@ -8,7 +8,8 @@ SLR of ν(f) = E[y|f] under q(f_n) = N(m, C):
 - ``pl``:     J = AᵀΩ⁻¹(y − μ), H = −AᵀΩ⁻¹A (Ω held fixed): the site is exactly the
               linearised Gaussian likelihood N(y | A f + b, Ω).
 - ``pl2``:    L̄(m) = log N(y | μ(m), Ω(m)) differentiated *through* Ω (eq. 45), which
-              heteroscedastic models need.
+              heteroscedastic models need — for likelihoods of the Gaussian form of
+              eq. 33 only (``pl2_target``).
 - ``pl2_gn``: J = ∇L̄, H = −∇Dᵀ∇D with D = Ω^{-½}(y − μ) (eq. 46); equals ``pl`` for
               likelihoods whose Cov[y|f] does not vary with the mean.
 
@@ -48,8 +49,22 @@ def pl_local(lik, rule):
 
 
 def pl2_target(lik, rule, inp: LocalInput, mean, cov):
-    """L̄ = log N(y | μ(m, C), Ω(m, C)) as a function of the marginal moments."""
+    """L̄ = log N(y | μ(m, C), Ω(m, C)) as a function of the marginal moments, for a
+    likelihood of the Gaussian form of eq. 33 (``Likelihood.gaussian_form``).
+
+    For any other likelihood N(y | μ, Ω) is not the density of y, and with Ω's
+    gradient and normaliser kept it has no maximum: for a Bernoulli likelihood
+    Ω → 0 as |m| grows on the side of the label (Var[y|f] = 1 − ν(f)² vanishes, and
+    (y − μ)²/Ω with it), so −½ log Ω → ∞ and every site's mean is pushed out to
+    infinity — pl2, pl2_qn and pl2_riemann diverged on probit data with |f| ≈ 30
+    (Poisson counts of 0 have the same defect as the rate → 0). There, as the paper
+    does for the Gauss–Newton form (§5.3: "the normaliser Z_n and the gradients of
+    Ω are ignored") and for quasi-Newton PL (§6.4, eq. 54: "the gradient of Ω is
+    assumed to be zero", the normaliser included only "if appropriate"), Ω is held
+    fixed and log Z dropped: L̄ = −½ (y − μ(m, C))²/Ω, whose gradient is PL's J."""
     mu, _, Om = slr(lik, rule, inp.lik_params, mean, cov + inp.cond_var)
+    if not lik.gaussian_form:
+        return -0.5 * (inp.y - mu[0]) ** 2 / jax.lax.stop_gradient(Om[0, 0])
     return -0.5 * (LOG2PI + jnp.log(Om[0, 0]) + (inp.y - mu[0]) ** 2 / Om[0, 0])
 
 

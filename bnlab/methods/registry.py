@@ -4,8 +4,11 @@ errors for the combinations that do not exist.
 
 Why each property is what it is:
 
-- **psd_guaranteed**: −H is PSD whatever the likelihood — a Gauss–Newton GᵀG, a
-  negative-definite damped-BFGS matrix, PL's AᵀΩ⁻¹A, the heuristic diagonal. Not
+- **psd_guaranteed**: every iterate's posterior and cavities are PD in exact arithmetic
+  for any data and ρ — −H is a Gauss–Newton GᵀG, a negative-definite damped-BFGS
+  matrix, PL's AᵀΩ⁻¹A, the heuristic diagonal, or the Riemannian update keeps the site
+  precisions PD (the README's column; the methods that are so only for log-concave
+  likelihoods have ``nonnegative_if_log_concave``). Not
   pep_qn (R = P\\\\(αB + P\\\\)⁻¹ with the paper's sign keeps −RB PSD only while
   −P\\\\ < αB ≤ 0).
 - **nonnegative_if_log_concave**: site precisions stay ≥ 0 for a log-concave likelihood
@@ -52,8 +55,9 @@ __all__ = ["REGISTRY", "METHOD_NAMES", "HEURISTIC_BASES", "register", "resolve",
 
 def riemannian(base: Method) -> Method:
     """``base`` with the Riemannian PSD correction of its H (eq. 58): same energy, same
-    reuse of the energy pass, not Anderson-mixed (mixing would not keep the PD path)."""
-    return replace(base, name=base.name + "_riemann", psd_guaranteed=False, mixing=None,
+    reuse of the energy pass, not Anderson-mixed (mixing would not keep the PD path);
+    site precisions stay PD from PD initial sites for any finite H."""
+    return replace(base, name=base.name + "_riemann", psd_guaranteed=True, mixing=None,
                    make_local=lambda lik, rule: riemannian_local(base.make_local(lik, rule)),
                    description=f"{base.description}, with the Riemannian PSD correction")
 

@@ -6,9 +6,13 @@ BayesNewton for PEP): with the current site precision Λ̄ and G = Λ̄ + H,
 
     H ← H − (ρ/2) G Λ̄⁻¹ G,
 
-which makes the damped update Λ̄' = ½Λ̄ + ½(Λ̄ − ρG)Λ̄⁻¹(Λ̄ − ρG): PD whenever Λ̄ is PD
-(for PEP only when αh + P\\ is PD). Cubature error and changing hyperparameters can
-still break it, so the trace flags it like any other method.
+which makes the damped update Λ̄' = ½Λ̄ + ½(Λ̄ − ρG)Λ̄⁻¹(Λ̄ − ρG): PD whenever Λ̄ is PD,
+for any finite H — the base's H may carry cubature error, be PEP's cavity-scaled RH
+(sites whose cavity is not PD keep their value) or follow a change of hyperparameters.
+From the PD initial sites every iterate's site precisions, and with them the posterior
+and every cavity (α ≤ 1), stay PD in exact arithmetic ("PSD guaranteed"). Rounding in
+GΛ̄⁻¹G for an ill-conditioned Λ̄ could still break it, so the trace flags it like any
+other method.
 
 Heuristic (§4.5.1): the site precision −H loses its off-diagonal entries and negative
 diagonal entries become 0.01 — always PSD, but latents become independent per site.

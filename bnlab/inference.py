@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .engine.loop import Settings, State, Trace, get_engine, stop_reason
+from .engine.result import Result
 from .methods.registry import check_method_name
 from .hyperparameters import real_number
 from .model import validate_inputs
@@ -56,8 +57,8 @@ def prepare_data(model, X, y):
     return jnp.asarray(X), jnp.asarray(y)
 
 
-class InferenceResult:
-    """Outcome of ``bnlab.infer``.
+class InferenceResult(Result):
+    """The ``Result`` of a site method (``bnlab.infer``), with its ``sites`` and engine ``state``.
 
     Attributes: ``log_marginal`` (the method's approximation of log p(y|θ)), ``trace``
     (per-iteration energy, step size, site change and PSD flags), ``mean``/``cov``
@@ -92,10 +93,7 @@ class InferenceResult:
     def model(self):
         return self.engine.model
 
-    def predict(self, X_test):
-        """Latent predictive mean and variance at X_test ((Ns,) each for one latent;
-        (Ns, D) and (Ns, D, D) for D latents)."""
-        Xs = jnp.asarray(validate_inputs(X_test, "X_test", width=self.X.shape[1]))
+    def _predict_points(self, Xs):
         mean, cov = self.engine.predict(self.params, self.X, self.state, Xs)
         if mean.shape[1] == 1:
             return np.asarray(mean[:, 0]), np.asarray(cov[:, 0, 0])
@@ -115,19 +113,8 @@ class InferenceResult:
             raise ValueError(f"joint_covariance is not available for {structure!r} models")
         return np.asarray(joint.joint_covariance(prior, self.state.sites, i, j))
 
-    def log_predictive(self, X_test, y_test, reduce="mean"):
-        """log ∫ p(y*|f*) q(f*) df* per test point (``reduce="none"``) or their mean."""
-        Xs = jnp.asarray(validate_inputs(X_test, "X_test", width=self.X.shape[1]))
-        ys = jnp.asarray(self.engine.lik.validate_targets(y_test))
-        if Xs.shape[0] != ys.shape[0]:
-            raise ValueError(f"X_test has {Xs.shape[0]} rows but y_test has {ys.shape[0]}")
-        lpd = np.asarray(self.engine.log_predictive(self.params, self.X, self.state, Xs, ys))
-        return float(lpd.mean()) if reduce == "mean" else lpd
-
-    def __repr__(self):
-        status = "converged" if self.converged else ("diverged" if self.diverged else "not converged")
-        return (f"InferenceResult(method={self.method!r}, log_marginal={self.log_marginal:.6g}, "
-                f"iterations={self.n_iters}, {status})")
+    def _log_predictive_points(self, Xs, ys):
+        return self.engine.log_predictive(self.params, self.X, self.state, Xs, ys)
 
 
 def infer(model, X, y, method="vi", *, alpha=1.0, damping=0.5, max_iters=200, tol=1e-8,

@@ -30,11 +30,11 @@ from jax.scipy.linalg import solve_triangular
 from .. import cubature as cub
 from .._runtime.compiled import CompiledCache
 from ..engine.loop import Trace, stop_reason
+from ..engine.result import Result
 from .bound import kl_bound
 from .fit import solve
 from .prior import make_prior
 from .structures import COVARIANCES, make_structure
-from ..model import validate_inputs
 
 __all__ = ["infer_gkl", "GKLResult", "gkl_bound_at_optimum", "COVARIANCES"]
 
@@ -112,8 +112,8 @@ def _build(model, structure, cubature, max_iters):
     return jax.jit(run), jax.jit(predict), jax.jit(log_predictive)
 
 
-class GKLResult:
-    """Outcome of ``bnlab.infer(..., method="gkl")``: the fields of ``InferenceResult``
+class GKLResult(Result):
+    """The ``Result`` of ``bnlab.infer(..., method="gkl")``: its common fields
     (``log_marginal`` = the optimised bound B_KL, ``trace`` with the bound per L-BFGS
     iteration in ``energy``, PSD flags True — S = CᵀC is PSD by construction — and NaN
     for the site-method fields, ``mean``, ``cov`` (marginal variances), ``predict``,
@@ -167,29 +167,16 @@ class GKLResult:
         idx = self._inverse[[int(i), int(j)]]
         return np.asarray(self._S)[np.ix_(idx, idx)]
 
-    def predict(self, X_test):
+    def _predict_points(self, Xs):
         """Latent predictive mean K*ᵀK⁻¹m and variance k** − K*ᵀK⁻¹K* + K*ᵀK⁻¹SK⁻¹K*
         ([CB] App. F.1)."""
-        Xs = jnp.asarray(validate_inputs(X_test, "X_test", width=self.X.shape[1]))
         mean, var = self._predict(self.params, self._X_sorted, self._prior, self._S,
                                   self._solution.vparams["mean"], Xs)
         return np.asarray(mean), np.asarray(var)
 
-    def log_predictive(self, X_test, y_test, reduce="mean"):
-        """log ∫ p(y*|f*) q(f*) df* per test point (``reduce="none"``) or their mean."""
-        Xs = jnp.asarray(validate_inputs(X_test, "X_test", width=self.X.shape[1]))
-        ys = jnp.asarray(self.model.likelihood.validate_targets(y_test))
-        if Xs.shape[0] != ys.shape[0]:
-            raise ValueError(f"X_test has {Xs.shape[0]} rows but y_test has {ys.shape[0]}")
-        lpd = np.asarray(self._log_predictive(self.params, self._X_sorted, self._prior, self._S,
-                                              self._solution.vparams["mean"], Xs, ys))
-        return float(lpd.mean()) if reduce == "mean" else lpd
-
-    def __repr__(self):
-        status = "converged" if self.converged else ("diverged" if self.diverged else
-                                                     "not converged")
-        return (f"GKLResult(covariance={self.structure!r}, log_marginal={self.log_marginal:.6g}, "
-                f"iterations={self.n_iters}, {status})")
+    def _log_predictive_points(self, Xs, ys):
+        return self._log_predictive(self.params, self._X_sorted, self._prior, self._S,
+                                    self._solution.vparams["mean"], Xs, ys)
 
 
 def infer_gkl(model, X, y, *, params, max_iters=200, tol=1e-8, cubature=("gauss_hermite", 20),

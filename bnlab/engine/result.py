@@ -1,0 +1,46 @@
+"""``Result``: what ``bnlab.infer`` returns for every method, site methods and G-KL
+alike, so that the lab, the surfaces and scripts never ask which family produced it."""
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from ..model import validate_inputs
+
+__all__ = ["Result"]
+
+
+class Result:
+    """The outcome of one inference run.
+
+    Fields every method sets: ``method``, ``model``, ``params``, ``X``, ``y``,
+    ``log_marginal`` (the method's approximation of log p(y|θ)), ``trace``
+    (per-iteration energy, step size, site change and PSD flags), ``n_iters``,
+    ``converged``, ``diverged``, ``stop_reason`` ("converged", "diverged: …" saying which
+    check failed, or "max_iters"), ``iterate`` (the iteration whose state the result
+    holds) and the posterior marginals ``mean`` and ``cov`` at the training inputs.
+    Methods: ``predict``, ``log_predictive``, ``joint_covariance``; a family provides
+    ``_predict_points`` and ``_log_predictive_points`` on validated arrays."""
+
+    def predict(self, X_test):
+        """Latent predictive mean and variance at X_test ((Ns,) each for one latent;
+        (Ns, D) and (Ns, D, D) for D latents)."""
+        return self._predict_points(self._test_inputs(X_test))
+
+    def log_predictive(self, X_test, y_test, reduce="mean"):
+        """log ∫ p(y*|f*) q(f*) df* per test point (``reduce="none"``) or their mean."""
+        Xs = self._test_inputs(X_test)
+        ys = jnp.asarray(self.model.likelihood.validate_targets(y_test))
+        if Xs.shape[0] != ys.shape[0]:
+            raise ValueError(f"X_test has {Xs.shape[0]} rows but y_test has {ys.shape[0]}")
+        lpd = np.asarray(self._log_predictive_points(Xs, ys))
+        return float(lpd.mean()) if reduce == "mean" else lpd
+
+    def _test_inputs(self, X_test):
+        return jnp.asarray(validate_inputs(X_test, "X_test", width=self.X.shape[1]))
+
+    def __repr__(self):
+        status = "converged" if self.converged else ("diverged" if self.diverged else
+                                                     "not converged")
+        return (f"{type(self).__name__}(method={self.method!r}, "
+                f"log_marginal={self.log_marginal:.6g}, iterations={self.n_iters}, {status})")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from .engine.loop import Settings, State, Trace, get_engine, stop_reason
+from .engine.loop import State, Trace, get_engine, make_settings, stop_reason
 from .engine.result import Result
 from .methods.registry import check_method_name
 from .hyperparameters import real_number
@@ -147,7 +147,6 @@ def infer(model, X, y, method="vi", *, alpha=1.0, damping=0.5, max_iters=200, to
         return infer_gkl(model, X, y, params=params, max_iters=max_iters, tol=tol,
                          cubature=cubature, **options)
     engine = get_engine(model, method, cubature, tuple(options.items()))
-    settings = Settings(jnp.asarray(float(alpha)), jnp.asarray(float(damping)), jnp.asarray(float(tol)),
-                        jnp.asarray(bool(backtracking)), jnp.asarray(bool(acceleration)))
+    settings = make_settings(alpha, damping, tol, backtracking, acceleration)
     state, trace, n, converged, diverged = engine.run(params, X, y, settings, max_iters=int(max_iters))
     return InferenceResult(engine, params, X, y, state, trace, n, converged, diverged, method, settings)

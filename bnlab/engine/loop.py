@@ -106,6 +106,15 @@ class Settings(NamedTuple):
     accelerate: Any = False  # Anderson acceleration (``anderson``; CVI's needs ``backtrack``)
 
 
+
+def make_settings(alpha=1.0, damping=0.5, tol=1e-8, backtracking=False,
+                  acceleration=False) -> Settings:
+    """``Settings`` as the device arrays the compiled step takes (one place for every
+    caller: ``infer``, learning, the lab's runner)."""
+    return Settings(jnp.asarray(float(alpha)), jnp.asarray(float(damping)),
+                    jnp.asarray(float(tol)), jnp.asarray(bool(backtracking)),
+                    jnp.asarray(bool(acceleration)))
+
 #: Relative slack of the step control: a step is rejected only when the ELBO falls by
 #: more than this times (1 + |ELBO|), above its rounding error.
 ASCENT_SLACK = 1e-10

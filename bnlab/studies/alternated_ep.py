@@ -32,7 +32,7 @@ from jax.flatten_util import ravel_pytree
 from scipy.optimize import minimize
 
 from .._runtime.compiled import CompiledCache
-from ..engine.loop import Settings, get_engine
+from ..engine.loop import get_engine, make_settings
 from ..inference import InferenceResult, infer, prepare_data
 from .learning import LearningResult, learnable, result_from_history
 
@@ -125,6 +125,6 @@ def alternated_ep(model, X, y, *, params=None, learn=None, damping=0.5, max_iter
 def _frozen_posterior(model, X, y, params, sites, cubature):
     """The posterior of the frozen sites under ``params`` (no EP iteration)."""
     engine = get_engine(model, "ep", cubature)
-    settings = Settings(jnp.asarray(1.0), jnp.asarray(0.5), jnp.asarray(1e-8))
+    settings = make_settings(1.0, 0.5, 1e-8)
     state, trace, n, _, _ = engine.run(params, X, y, settings, max_iters=0, sites=sites)
     return InferenceResult(engine, params, X, y, state, trace, n, False, False, "ep", settings)

@@ -34,7 +34,7 @@ import numpy as np
 import optax
 
 from .._runtime.compiled import CompiledCache
-from ..engine.loop import Settings, get_engine
+from ..engine.loop import get_engine, make_settings
 from ..inference import prepare_data, validate_settings
 
 __all__ = ["LearningResult", "joint", "hybrid", "learnable", "objective_gradient"]
@@ -115,7 +115,7 @@ def objective_gradient(model, X, y, method, params, sites, *, learn=None, alpha=
     engine = get_engine(model, method, cubature)
     names, to_free, from_free = learnable(model, params, learn)
     objective = _fixed_site_objective(engine, from_free, _unroll(engine))
-    settings = Settings(jnp.asarray(float(alpha)), jnp.asarray(0.5), jnp.asarray(1e-8))
+    settings = make_settings(alpha, 0.5, 1e-8)
     value, grad = jax.value_and_grad(objective)(to_free(params), params, sites, X, y, settings)
     return float(value), {k: np.asarray(v) for k, v in grad.items()}
 
@@ -187,8 +187,7 @@ def joint(model, X, y, method="vi", *, params=None, learn=None, steps=300, learn
     model.check_params(params, X.shape[1])
     names, to_free, from_free = learnable(model, params, learn)
     engine = get_engine(model, method, cubature)
-    settings = Settings(jnp.asarray(float(alpha)), jnp.asarray(float(damping)), jnp.asarray(float(tol)),
-                        jnp.asarray(True), jnp.asarray(True))  # as ``bnlab.infer``
+    settings = make_settings(alpha, damping, tol, True, True)  # as ``bnlab.infer``
     adam_step, optimizer = _compiled_adam_step(engine, model, params, names,
                                                float(learning_rate))
 
@@ -243,7 +242,7 @@ def hybrid(model, X, y, *, params=None, learn=None, outer=10000, e_steps=20, m_s
     model.check_params(params, X.shape[1])
     names, to_free, from_free = learnable(model, params, learn)
     vi = get_engine(model, "vi", cubature)
-    e_settings = Settings(jnp.asarray(1.0), jnp.asarray(float(e_rate)), jnp.asarray(1e-8))
+    e_settings = make_settings(1.0, e_rate, 1e-8)
     e_step, m_step, l_ep, optimizer = _compiled_hybrid_steps(
         model, params, names, cubature, int(e_steps), int(m_steps), float(m_rate))
     free = to_free(params)

@@ -14,7 +14,7 @@ enable_xla_cache()
 from . import cubature, datasets, kernels, likelihoods  # noqa: E402
 from ._runtime.compiled import clear_compiled  # noqa: E402
 from .engine.result import Result  # noqa: E402
-from .inference import InferenceResult, infer  # noqa: E402
+from .inference import InferenceResult, Stepper, infer  # noqa: E402
 from .methods.registry import METHOD_NAMES  # noqa: E402
 from .model import GP  # noqa: E402
 from .model import SparseGP  # noqa: E402
@@ -23,5 +23,5 @@ from .studies import learning, mcmc  # noqa: E402
 from . import gkl  # noqa: E402
 from .studies.surfaces import surface  # noqa: E402
 
-__all__ = ["cubature", "datasets", "kernels", "likelihoods", "GP", "SparseGP", "MarkovGP", "infer", "Result", "InferenceResult",
+__all__ = ["cubature", "datasets", "kernels", "likelihoods", "GP", "SparseGP", "MarkovGP", "infer", "Stepper", "Result", "InferenceResult",
            "METHOD_NAMES", "surface", "mcmc", "learning", "gkl", "clear_compiled"]

@@ -11,7 +11,7 @@ from .methods.registry import check_method_name
 from .hyperparameters import real_number
 from .model import validate_inputs
 
-__all__ = ["infer", "InferenceResult", "validate_settings", "check_max_iters", "prepare_data",
+__all__ = ["infer", "Stepper", "InferenceResult", "validate_settings", "check_max_iters", "prepare_data",
            "MAX_ITERS"]
 
 
@@ -117,9 +117,52 @@ class InferenceResult(Result):
         return self.engine.log_predictive(self.params, self.X, self.state, Xs, ys)
 
 
+class Stepper:
+    """One site-method run set up once — validated data, settings and hyperparameters,
+    the compiled engine — and driven by whoever holds it: ``infer`` runs it to the end,
+    the lab steps it live (``init``, then ``step`` per iteration). ``engine`` and
+    ``settings`` are there for batched studies that compose the engine's pure
+    functions."""
+
+    def __init__(self, model, X, y, method="vi", *, alpha=1.0, damping=0.5, tol=1e-8,
+                 backtracking=True, acceleration=True, params=None,
+                 cubature=("gauss_hermite", 20), **options):
+        if method == "gkl":
+            raise ValueError("'gkl' optimises (m, C) directly and has no site steps: "
+                             "use bnlab.infer(..., method='gkl')")
+        validate_settings(method, alpha, damping, 1, tol)
+        self.X, self.y = prepare_data(model, X, y)
+        self.params = model.init_params() if params is None else params
+        model.check_params(self.params, self.X.shape[1])
+        self.method = method
+        self.engine = get_engine(model, method, cubature, tuple(options.items()))
+        self.settings = make_settings(alpha, damping, tol, backtracking, acceleration)
+
+    @property
+    def model(self):
+        return self.engine.model
+
+    def init(self) -> State:
+        """The state before the first iteration (prior sites, their marginals and energy)."""
+        return self.engine.init(self.params, self.X, self.y, self.settings)
+
+    def step(self, state: State):
+        """One iteration: (next state, ``StepInfo`` of energy, step size, PSD flags,
+        convergence and divergence)."""
+        return self.engine.step(self.params, self.X, self.y, self.settings, state)
+
+    def run(self, max_iters=200) -> InferenceResult:
+        """Iterate (compiled, one call) until converged, diverged or ``max_iters``."""
+        max_iters = check_max_iters(max_iters)
+        state, trace, n, converged, diverged = self.engine.run(
+            self.params, self.X, self.y, self.settings, max_iters=max_iters)
+        return InferenceResult(self.engine, self.params, self.X, self.y, state, trace, n,
+                               converged, diverged, self.method, self.settings)
+
+
 def infer(model, X, y, method="vi", *, alpha=1.0, damping=0.5, max_iters=200, tol=1e-8,
           backtracking=True, acceleration=True, params=None,
-          cubature=("gauss_hermite", 20), **options) -> InferenceResult:
+          cubature=("gauss_hermite", 20), **options) -> Result:
     """Run ``method`` on ``model`` to convergence, or for at most ``max_iters``
     iterations (an integer from 1 to ``MAX_ITERS``).
 
@@ -137,16 +180,13 @@ def infer(model, X, y, method="vi", *, alpha=1.0, damping=0.5, max_iters=200, to
     ``options`` are method options (``base`` for 'heuristic', ``qn_damping`` ξ,
     ``covariance`` … for 'gkl')."""
     validate_settings(method, alpha, damping, max_iters, tol)
-    max_iters = check_max_iters(max_iters)
-    X, y = prepare_data(model, X, y)
-    if params is None:
-        params = model.init_params()
-    model.check_params(params, X.shape[1])
     if method == "gkl":
         from .gkl.method import infer_gkl
-        return infer_gkl(model, X, y, params=params, max_iters=max_iters, tol=tol,
-                         cubature=cubature, **options)
-    engine = get_engine(model, method, cubature, tuple(options.items()))
-    settings = make_settings(alpha, damping, tol, backtracking, acceleration)
-    state, trace, n, converged, diverged = engine.run(params, X, y, settings, max_iters=int(max_iters))
-    return InferenceResult(engine, params, X, y, state, trace, n, converged, diverged, method, settings)
+        X, y = prepare_data(model, X, y)
+        params = model.init_params() if params is None else params
+        model.check_params(params, X.shape[1])
+        return infer_gkl(model, X, y, params=params, max_iters=check_max_iters(max_iters),
+                         tol=tol, cubature=cubature, **options)
+    return Stepper(model, X, y, method, alpha=alpha, damping=damping, tol=tol,
+                   backtracking=backtracking, acceleration=acceleration, params=params,
+                   cubature=cubature, **options).run(max_iters)

@@ -62,3 +62,18 @@ def test_a_registered_composition_runs_through_infer(problem):
     assert res.converged
     assert abs(res.log_marginal - log_ml) < 1e-6
     np.testing.assert_allclose(res.mean, mean, atol=1e-6)
+
+
+def test_the_public_stepper_steps_to_the_exact_evidence(problem):
+    """``bnlab.Stepper`` (what the lab drives live) stepped one iteration at a time
+    reaches the exact evidence, in as many iterations as ``infer``'s compiled run."""
+    model, X, y, log_ml, mean, var = problem
+    stepper = bnlab.Stepper(model, X, y, method="ep", damping=0.5, tol=1e-9)
+    state, iterations = stepper.init(), 0
+    while iterations < 256:
+        state, info = stepper.step(state)
+        iterations += 1
+        if bool(info.converged):
+            break
+    assert abs(float(state.energy) - log_ml) < 1e-6
+    assert iterations == stepper.run(256).n_iters

@@ -36,7 +36,8 @@ import numpy as np
 
 import bnlab
 from bnlab._runtime.compiled import clear_compiled
-from bnlab.engine.loop import Settings, get_engine
+from bnlab.engine.loop import get_engine
+from bnlab.engine.state import Settings
 from bnlab.methods.registry import REGISTRY
 
 

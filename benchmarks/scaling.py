@@ -18,7 +18,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import bnlab
-from bnlab.engine.loop import Settings, get_engine
+from bnlab.engine.loop import get_engine
+from bnlab.engine.state import Settings
 
 
 def _time_step(engine, params, X, y, settings, repeats):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from .engine.loop import State, Trace, get_engine, make_settings, stop_reason
+from .engine.loop import get_engine
+from .engine.state import State, Trace, make_settings, stop_reason
 from .engine.result import Result
 from .methods.registry import check_method_name
 from .hyperparameters import real_number

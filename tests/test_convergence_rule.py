@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import bnlab
-from bnlab.engine.loop import Settings, get_engine
+from bnlab.engine.loop import get_engine
+from bnlab.engine.state import Settings
 
 PRESET_LIKELIHOODS = {
     "classification_1d": lambda: bnlab.likelihoods.Bernoulli("probit"),

@@ -344,7 +344,8 @@ def test_energy_pass_reuse_follows_the_local_updates_own_derivatives(method):
 
     import jax.numpy as jnp
 
-    from bnlab.engine.loop import Engine, Settings
+    from bnlab.engine.loop import Engine
+    from bnlab.engine.state import Settings
 
     X, y = _data(25, 3)
     model = _model("logit", 1.0, 3.0)

@@ -115,7 +115,8 @@ def test_two_latent_predictions_match_dense_conditioning():
 
 def test_vmap_over_hyperparameters_equals_single_runs():
     """The engine's pure run composes with jax.vmap (grid surfaces rely on it)."""
-    from bnlab.engine.loop import Settings, get_engine
+    from bnlab.engine.loop import get_engine
+    from bnlab.engine.state import Settings
     rng = np.random.default_rng(0)
     X = jnp.asarray(np.sort(rng.uniform(-3, 3, 20))[:, None])
     y = jnp.asarray(np.where(np.sin(np.asarray(X[:, 0])) > 0, 1.0, -1.0))

@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import bnlab
-from bnlab.engine.loop import Settings, get_engine
+from bnlab.engine.loop import get_engine
+from bnlab.engine.state import Settings
 from bnlab.methods.registry import HEURISTIC_BASES, REGISTRY
 
 KERNELS = [bnlab.kernels.Matern12, bnlab.kernels.Matern32, bnlab.kernels.Matern52, bnlab.kernels.RBF]

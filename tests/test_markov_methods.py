@@ -23,7 +23,8 @@ import pytest
 
 import bnlab
 from bnlab.engine.energies import energy
-from bnlab.engine.loop import Settings, get_engine
+from bnlab.engine.loop import get_engine
+from bnlab.engine.state import Settings
 from bnlab.methods.registry import REGISTRY
 from bnlab.posterior import full, markov
 from bnlab.sites import Marginals

@@ -50,25 +50,7 @@ the EP-like energy need every cavity); ``posterior_psd = True`` with both flags 
 means an overflowing iteration (no PSD verdict on non-finite sites). The PSD flags
 always describe the proposed state, whether or not it was accepted.
 
-The state a diverged step returns is not the last accepted iterate but the *best* valid
-one seen (``State.best``, the start included, so never one worse than the start): an
-iteration on its way to failing can degrade for many steps before a check stops it
-(an overflowing one runs the means far out first). "Best" is measured by
-``Best.merit`` (lower is better; ``Engine.merit_kind``):
-
-- for the methods whose energy or ascended objective is the ELBO (the VI family,
-  heuristic VI, ep_like) the ELBO: a lower bound on log p(y), and the higher it is the
-  smaller KL[q‖p], whatever path the iteration took;
-- for every other method the fixed-point residual, the same undamped change the
-  convergence test reads: their answer is defined as a fixed point, not as an
-  optimum of the energy they report. The EP energy is only stationary at EP's fixed
-  point (a saddle, not a maximum); PL and its variants report the EP energy of sites
-  that EP would not choose, so the iterate with the highest EP energy is the one
-  closest to EP's answer, not PL's; and the Laplace energy is not maximised at the
-  mode (on the lab's probit preset at n = 60 Newton's iterates pass −23.30 on the
-  way to the mode's −23.38). Ranking by those energies would prefer iterates away
-  from the method's answer; the iterate closest to satisfying the method's own
-  equations is the one to show.
+The state a diverged step returns is the *best* valid one seen (``state.Best``).
 
 Everything is a pure function of (params, X, y, settings, state), so it jit-compiles
 and vmaps over hyperparameters. ``Engine`` objects are cached per (model structure,
@@ -76,7 +58,6 @@ method, cubature), so repeated calls reuse compiled code.
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -94,117 +75,9 @@ from ..sites import (Marginals, Sites, damped_update, init_sites, max_relative_c
                     min_eigenvalue)
 from ..linalg.small_blocks import inv_small
 
-__all__ = ["Settings", "State", "Best", "StepInfo", "Trace", "Engine", "get_engine",
-           "trace_length", "undamped_change", "stop_reason"]
+from .state import ASCENT_SLACK, Best, State, StepInfo, Trace, undamped_change
 
-
-class Settings(NamedTuple):
-    alpha: Any   # Power-EP power (ignored by non-PEP methods)
-    rho: Any     # damping ρ ∈ (0, 1]: the (largest) step
-    tol: Any     # convergence: max relative site change of an undamped step < tol/ρ
-    backtrack: Any = False   # step control for the methods that ascend the ELBO
-    accelerate: Any = False  # Anderson acceleration (``anderson``; CVI's needs ``backtrack``)
-
-
-
-def make_settings(alpha=1.0, damping=0.5, tol=1e-8, backtracking=False,
-                  acceleration=False) -> Settings:
-    """``Settings`` as the device arrays the compiled step takes (one place for every
-    caller: ``infer``, learning, the lab's runner)."""
-    return Settings(jnp.asarray(float(alpha)), jnp.asarray(float(damping)),
-                    jnp.asarray(float(tol)), jnp.asarray(bool(backtracking)),
-                    jnp.asarray(bool(acceleration)))
-
-#: Relative slack of the step control: a step is rejected only when the ELBO falls by
-#: more than this times (1 + |ELBO|), above its rounding error.
-ASCENT_SLACK = 1e-10
-
-
-class Best(NamedTuple):
-    """The best valid iterate seen so far (module docstring): what a diverged step
-    returns. Its fields are those of ``State`` that a step changes."""
-    sites: Sites
-    marginals: Marginals
-    aux: Any
-    energy: jnp.ndarray
-    objective: jnp.ndarray
-    derivatives: Any
-    merit: jnp.ndarray      # lower is better: −ELBO, or the undamped residual (+∞ until
-                            # measured: a residual is known only once a step is proposed)
-    iteration: jnp.ndarray  # the iteration that produced it (0: the start)
-
-
-class State(NamedTuple):
-    prior: Any
-    sites: Sites
-    marginals: Marginals
-    aux: Any
-    energy: jnp.ndarray
-    objective: jnp.ndarray  # the energy the method ascends (``Method.ascends``), or NaN
-    step_size: jnp.ndarray  # ρ_k of the next proposal (ρ unless the step control cut it)
-    derivatives: Any = ()   # the next local update's (J, H), or () (see step 4 above)
-    history: Any = ()       # ``anderson.History`` for the methods it may mix (Method.mixing)
-    iteration: Any = 0      # the iteration that produced this iterate (0: the start; a
-                            # rejected step keeps it, a diverged one returns the best's)
-    best: Any = ()          # ``Best``: the best valid iterate seen, this one included
-                            # once measured
-
-
-class StepInfo(NamedTuple):
-    energy: jnp.ndarray            # the method's energy after the step (log p(y) approx.)
-    step_size: jnp.ndarray         # ρ used
-    max_change: jnp.ndarray        # max relative site change
-    posterior_psd: jnp.ndarray     # posterior covariance PD after the step
-    cavity_psd: jnp.ndarray        # every cavity (power α; 1 for non-PEP) PD at the new state;
-                                   # True for the mean-only (Laplace-family) methods
-    min_site_precision: jnp.ndarray
-    min_cavity_precision: jnp.ndarray
-    accepted: jnp.ndarray          # the proposal became the state
-    diverged: jnp.ndarray          # rejected as non-PD or non-finite: the run stops,
-                                   # and the state returned is the best iterate
-    converged: jnp.ndarray         # accepted, and ``undamped_change`` < tol
-
-    @property
-    def psd(self):
-        return self.posterior_psd & self.cavity_psd
-
-
-class Trace(NamedTuple):
-    """Per-iteration records (arrays of the run's trace length; unused tail NaN/False)."""
-    energy: Any
-    step_size: Any
-    max_change: Any
-    posterior_psd: Any
-    cavity_psd: Any
-    min_site_precision: Any
-    min_cavity_precision: Any
-    accepted: Any                  # False: rejected (diverged, or by the step control)
-
-    @property
-    def psd(self):
-        """One PSD flag per iteration: posterior and every cavity positive definite."""
-        return self.posterior_psd & self.cavity_psd
-
-
-def undamped_change(max_change, rho, rho_k):
-    """The convergence measure: the max relative site change of a step of ρ_k, scaled
-    to the settings' ρ (a step the control shortened is never mistaken for convergence)."""
-    return max_change * (rho / rho_k)
-
-
-def stop_reason(converged, diverged, posterior_psd=True, cavity_psd=True) -> str:
-    """Why a run stopped, in words, from its outcome and the PSD flags of its last
-    step (which describe the rejected proposal of a diverged run): "converged",
-    "diverged: …" (which check failed) or "max_iters" (the iteration cap)."""
-    if converged:
-        return "converged"
-    if diverged:
-        if not posterior_psd:
-            return "diverged: the posterior covariance is not positive definite"
-        if not cavity_psd:
-            return "diverged: a cavity is not positive definite"
-        return "diverged: non-finite sites, mean or energy"
-    return "max_iters"
+__all__ = ["Engine", "get_engine", "trace_length"]
 
 
 def _cavity_min_precision(marg: Marginals, sites: Sites, alpha):

@@ -32,7 +32,8 @@ from jax.flatten_util import ravel_pytree
 from scipy.optimize import minimize
 
 from .._runtime.compiled import CompiledCache
-from ..engine.loop import get_engine, make_settings
+from ..engine.loop import get_engine
+from ..engine.state import make_settings
 from ..inference import InferenceResult, infer, prepare_data
 from .learning import LearningResult, learnable, result_from_history
 

@@ -34,7 +34,8 @@ import numpy as np
 import optax
 
 from .._runtime.compiled import CompiledCache
-from ..engine.loop import get_engine, make_settings
+from ..engine.loop import get_engine
+from ..engine.state import make_settings
 from ..inference import prepare_data, validate_settings
 
 __all__ = ["LearningResult", "joint", "hybrid", "learnable", "objective_gradient"]

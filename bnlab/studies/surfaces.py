@@ -38,7 +38,8 @@ import xarray as xr
 
 from .._runtime.compiled import CompiledCache
 from ..engine.energies import energy as compute_energy
-from ..engine.loop import Settings, get_engine, trace_length
+from ..engine.loop import get_engine, trace_length
+from ..engine.state import Settings
 from ..inference import prepare_data, validate_settings
 from ..methods.registry import check_method_name
 from ..sites import Sites, init_sites

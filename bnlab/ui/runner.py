@@ -11,7 +11,8 @@ import numpy as np
 
 from bnlab import cubature
 from bnlab._runtime.compiled import CompiledCache
-from bnlab.engine.loop import Settings, get_engine
+from bnlab.engine.loop import get_engine
+from bnlab.engine.state import Settings
 from bnlab.inference import validate_settings
 
 from .problem import Problem

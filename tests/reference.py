@@ -91,3 +91,13 @@ def gaussian_elbo(K, m, C, expected_log_lik):
     kl = 0.5 * (np.trace(Kinv @ C) + m @ Kinv @ m - n
                 + np.linalg.slogdet(K)[1] - np.linalg.slogdet(C)[1])
     return expected_log_lik - kl
+
+
+def sine_with_outliers(seed, n=16):
+    """A sorted 1-D regression set: sin(x) with small noise and three points moved by
+    ±3 — the outliers that make EP's cavities lose positive-definiteness."""
+    rng = np.random.default_rng(seed)
+    X = np.sort(rng.uniform(-3, 3, n))[:, None]
+    y = np.sin(X[:, 0]) + 0.05 * rng.standard_normal(n)
+    y[rng.choice(n, 3, replace=False)] += rng.choice([-3.0, 3.0], 3)
+    return X, y

@@ -12,6 +12,7 @@ import pytest
 import bnlab
 from bnlab.engine.loop import get_engine
 from bnlab.engine.state import Settings
+from reference import sine_with_outliers
 
 PRESET_LIKELIHOODS = {
     "classification_1d": lambda: bnlab.likelihoods.Bernoulli("probit"),
@@ -112,13 +113,6 @@ def test_second_order_pl_converges_on_discrete_likelihoods(name, method):
     assert r.log_marginal == pytest.approx(pl.log_marginal, abs=0.5)
 
 
-def _outliers(seed, n=16):
-    rng = np.random.default_rng(seed)
-    X = np.sort(rng.uniform(-3, 3, n))[:, None]
-    y = np.sin(X[:, 0]) + 0.05 * rng.standard_normal(n)
-    y[rng.choice(n, 3, replace=False)] += rng.choice([-3.0, 3.0], 3)
-    return X, y
-
 
 def _replay(model, method, X, y, cfg, steps):
     """Every iterate of a run, by stepping the engine (iterate 0 is the start)."""
@@ -138,7 +132,7 @@ def test_a_diverged_fixed_point_method_returns_its_smallest_residual_iterate():
     (9), and never one further from a fixed point than the start."""
     model = bnlab.GP(bnlab.kernels.Matern32(0.7, 1.0),
                      bnlab.likelihoods.StudentT(df=3.0, scale=0.05))
-    X, y = _outliers(4)
+    X, y = sine_with_outliers(4)
     r = bnlab.infer(model, X, y, method="ep", damping=0.7, max_iters=50, acceleration=False)
     assert r.diverged and r.stop_reason.startswith("diverged")
     residual = r.trace.max_change                 # at iterates 0 … n − 1 (all accepted)
@@ -162,7 +156,7 @@ def test_a_diverged_variational_method_returns_its_best_elbo_iterate():
     cfg = Settings(jnp.asarray(1.0), jnp.asarray(1.0), jnp.asarray(1e-8))
     earlier = 0
     for seed in range(4):
-        X, y = _outliers(seed)
+        X, y = sine_with_outliers(seed)
         r = bnlab.infer(model, X, y, method="vi", damping=1.0, max_iters=50,
                         backtracking=False, acceleration=False)
         assert r.diverged

@@ -16,6 +16,7 @@ import bnlab
 from bnlab.engine.loop import get_engine
 from bnlab.engine.state import Settings
 from bnlab.methods.registry import HEURISTIC_BASES, REGISTRY
+from reference import sine_with_outliers
 
 KERNELS = [bnlab.kernels.Matern12, bnlab.kernels.Matern32, bnlab.kernels.Matern52, bnlab.kernels.RBF]
 LIKELIHOODS = {
@@ -77,13 +78,6 @@ def test_psd_guaranteed_methods_stay_psd(seed, n, kernel, lengthscale, variance,
     assert not np.any(np.isnan(energy) & res.trace.cavity_psd[: len(energy)])
 
 
-def _outlier_problem(seed, n=16):
-    rng = np.random.default_rng(seed)
-    X = np.sort(rng.uniform(-3, 3, n))[:, None]
-    y = np.sin(X[:, 0]) + 0.05 * rng.standard_normal(n)
-    y[rng.choice(n, 3, replace=False)] += rng.choice([-3.0, 3.0], 3)
-    return X, y
-
 
 @pytest.mark.parametrize("alpha,damping", [(1.0, 1.0), (1.0, 0.3), (0.5, 1.0)])
 def test_psd_flags_agree_with_dense_eigenvalues(alpha, damping):
@@ -92,7 +86,7 @@ def test_psd_flags_agree_with_dense_eigenvalues(alpha, damping):
     lik = bnlab.likelihoods.StudentT(df=3.0, scale=0.05)
     flags_seen = []
     for seed in range(3 if alpha == 1.0 else 8):
-        X, y = _outlier_problem(seed)
+        X, y = sine_with_outliers(seed)
         model = bnlab.GP(kernel=bnlab.kernels.Matern32(0.7, 1.0), likelihood=lik)
         params = model.init_params()
         K = np.asarray(model.prior_covariance(params, jnp.asarray(X), jnp.asarray(X)))
@@ -117,7 +111,7 @@ def test_psd_flags_agree_with_dense_eigenvalues(alpha, damping):
 
 
 def test_diverged_run_returns_a_psd_iterate():
-    X, y = _outlier_problem(0)
+    X, y = sine_with_outliers(0)
     model = bnlab.GP(kernel=bnlab.kernels.Matern32(0.7, 1.0),
                      likelihood=bnlab.likelihoods.StudentT(df=3.0, scale=0.05))
     res = bnlab.infer(model, X, y, method="ep", damping=1.0, max_iters=50)
@@ -132,7 +126,7 @@ def test_rejection_by_a_non_pd_cavity_is_reported_as_such():
     posterior is PD: the EP energy is undefined there, the step is rejected, and the
     trace and the stop reason say why. Checked against a dense numpy posterior of the
     proposal, C = L(I + LᵀΛ̄L)⁻¹Lᵀ."""
-    X, y = _outlier_problem(0)
+    X, y = sine_with_outliers(0)
     model = bnlab.GP(kernel=bnlab.kernels.Matern32(0.7, 1.0),
                      likelihood=bnlab.likelihoods.StudentT(df=3.0, scale=0.05))
     res = bnlab.infer(model, X, y, method="ep", damping=1.0, max_iters=50, acceleration=False)
@@ -163,7 +157,7 @@ def test_rejection_by_a_non_pd_cavity_is_reported_as_such():
 def test_riemannian_update_keeps_site_precision_pd():
     """Λ̄' = ½Λ̄ + ½(Λ̄ − ρG)Λ̄⁻¹(Λ̄ − ρG) ≻ 0 whenever Λ̄ ≻ 0 (notes §1.17): VI-Riemann on
     a Student-t problem whose plain VI sites go negative keeps every site precision > 0."""
-    X, y = _outlier_problem(1)
+    X, y = sine_with_outliers(1)
     model = bnlab.GP(kernel=bnlab.kernels.Matern32(0.7, 1.0),
                      likelihood=bnlab.likelihoods.StudentT(df=3.0, scale=0.05))
     vi = bnlab.infer(model, X, y, method="vi", damping=0.5, max_iters=40)

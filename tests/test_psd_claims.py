@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 import bnlab
 from bnlab.methods.registry import METHOD_NAMES, REGISTRY
+from reference import sine_with_outliers
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -95,13 +96,6 @@ def test_log_concave_claims(method, seed, lengthscale, variance, likelihood, dam
     assert np.min(t.min_site_precision) >= -1e-12, t.min_site_precision
 
 
-def _outliers(seed, n=16):
-    rng = np.random.default_rng(seed)
-    X = np.sort(rng.uniform(-3, 3, n))[:, None]
-    y = np.sin(X[:, 0]) + 0.05 * rng.standard_normal(n)
-    y[rng.choice(n, 3, replace=False)] += rng.choice([-3.0, 3.0], 3)
-    return X, y
-
 
 def _heteroscedastic(seed, n=20):
     rng = np.random.default_rng(seed)
@@ -111,7 +105,7 @@ def _heteroscedastic(seed, n=20):
 
 
 STUDENT_T = (lambda: bnlab.likelihoods.StudentT(df=3.0, scale=0.05),
-             bnlab.kernels.Matern32(0.7, 1.0), _outliers)
+             bnlab.kernels.Matern32(0.7, 1.0), sine_with_outliers)
 HETEROSCEDASTIC = (bnlab.likelihoods.Heteroscedastic, bnlab.kernels.Matern52(1.0, 1.0),
                    _heteroscedastic)
 COUNTEREXAMPLES = {   # method: (problem, options)

@@ -1,20 +1,31 @@
 """The lab: sidebar settings, and the Live / Compare / Surfaces pages.
 
 One ``Lab`` per browser session (``panel serve`` runs the app script per session), so
-sessions never share state. The settings live in the page URL."""
+sessions never share state. The settings live in the page URL.
+
+The page is sent before the engine is ready: it shows a spinner until ``start`` (run
+once the page has loaded) has built the first run. Compiled programs are shared by the
+sessions of a server process, so only the first visitor waits for XLA, and not even
+that one under ``panel serve apps/lab.py --warm``, which runs the app once, ``start``
+included, before the server accepts visitors. ``close`` releases a session's runs when
+its page is gone."""
 from __future__ import annotations
 
+import gc
+import logging
 from pathlib import Path
 
 import panel as pn
 
 from .compare import CompareView
 from .controls import Controls, Status
+from .exports import Exports
 from .live import LiveView
 from .settings import URL_PARAMS, LabSettings
 from .surfaces import SurfacesView
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
+log = logging.getLogger(__name__)
 
 ABOUT = """
 ### What is this?
@@ -44,12 +55,16 @@ class Lab(pn.viewable.Viewer):
         self.status = Status()
         self.controls = Controls(self.settings, self.status)
         self.live = LiveView(self.settings, self.status)
+        self.exports = Exports(self.live)
         self.compare = CompareView(self.settings)
         self.surfaces = SurfacesView(self.settings)
-        self.tabs = pn.Tabs(("Live", self.live), ("Compare", self.compare),
+        self.tabs = pn.Tabs(("Live", pn.Column(self.live, self.exports,
+                                               sizing_mode="stretch_width")), ("Compare", self.compare),
                             ("Surfaces", self.surfaces),
                             ("About", pn.pane.Markdown(ABOUT, max_width=760)),
-                            dynamic=False, sizing_mode="stretch_both")
+                            dynamic=True, sizing_mode="stretch_both")
+        self.live.layout.loading = True   # a spinner until ``start`` has built the run
+        pn.state.onload(self.start)         # a server: once the page is up; Jupyter: now
 
     def sync_url(self):
         """Two-way binding between the settings and the page's query string."""
@@ -57,8 +72,20 @@ class Lab(pn.viewable.Viewer):
             pn.state.location.sync(self.settings, {p: p for p in URL_PARAMS})
 
     def start(self):
-        """Called once the page is loaded: first build (JAX compiles here)."""
-        self.live.rebuild()
+        """Called once the page is loaded: first build (JAX compiles here, once per
+        server process); the spinner stays until the first plot is drawn."""
+        try:
+            self.live.rebuild()
+        finally:
+            self.live.layout.loading = False
+
+    def close(self, session_context):
+        """The browser session is gone: stop its periodic callback and any surface
+        computation, and drop its runs, so a class of thirty leaves nothing behind."""
+        self.live.close()
+        self.surfaces.close()
+        gc.collect()
+        log.info("bnlab session closed: %s", getattr(session_context, "id", "-"))
 
     def template(self):
         css = (ASSETS / "lab.css").read_text() if (ASSETS / "lab.css").exists() else ""
@@ -81,5 +108,5 @@ def serve_lab():
     """Build the per-session app (the body of apps/lab.py)."""
     lab = Lab()
     lab.sync_url()
-    pn.state.onload(lab.start)
+    pn.state.on_session_destroyed(lab.close)
     return lab.template()

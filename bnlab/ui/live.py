@@ -35,6 +35,8 @@ class LiveView(pn.viewable.Viewer):
         self.mcmc = MCMCReference()
         self._callback = None
         self._lock = threading.Lock()
+        self._draw_pending = False       # a tick's drawing is queued on the event loop
+        self.closed = False
         self._build_layout()
         settings.param.watch(self._on_settings, list(RUN_PARAMS))
         settings.param.watch(self._on_speed, ["speed"])
@@ -169,18 +171,42 @@ class LiveView(pn.viewable.Viewer):
             self._callback.period = self._pace()[0]
 
     def _tick(self):
-        if not self._lock.acquire(blocking=False):
-            return          # the previous tick is still drawing: skip, never pile up
+        """One tick of Run: the steps and their plot data are computed here (on a worker
+        thread when Panel has threads), the plots are changed by ``_draw_tick`` on the
+        server's event loop, under the document's lock (``pn.state.execute``): Bokeh
+        refuses document changes from elsewhere. A tick whose drawing is still queued
+        is skipped, so ticks never pile up."""
+        if self.closed or self._draw_pending or not self._lock.acquire(blocking=False):
+            return
         try:
             runner = self.runner
             if runner is None:
                 return
             runner.step(self._pace()[1])
+            runner.snapshot()
         finally:
             self._lock.release()
+        self._draw_pending = True
+        pn.state.execute(lambda: self._draw_tick(runner), schedule="auto")
+
+    def _draw_tick(self, runner):
+        self._draw_pending = False
+        if self.closed or runner is not self.runner:
+            return
         self.push()
         if runner.diverged or runner.converged:
             self.pause()
+
+    def close(self):
+        """Release the session's run (its browser page is gone): stop the periodic
+        callback, drop the runner, the problem and the MCMC reference."""
+        self.closed = True
+        if self._callback is not None:
+            self._callback.stop()
+            self._callback = None
+        with self._lock:
+            self.runner = self.problem = None
+            self.mcmc.clear()
 
     # -- two points and MCMC --------------------------------------------------------
     def _on_tap(self, attr, old, new):
@@ -229,7 +255,7 @@ class LiveView(pn.viewable.Viewer):
     def push(self):
         """Send the current run's plot data to every plot in one batched update."""
         runner = self.runner
-        if runner is None:
+        if runner is None or self.closed:
             return
         snap = runner.snapshot()
         with pn.io.hold():

@@ -164,6 +164,11 @@ class SurfacesView(pn.viewable.Viewer):
     def __panel__(self):
         return self.layout
 
+    def close(self):
+        """The session is gone: cancel a running computation, drop the surface."""
+        self._cancel.set()
+        self.dataset, self.trajectories = None, {}
+
     def grid(self) -> dict:
         if self.axis0 == self.axis1:
             raise ValueError("choose two different hyperparameters for rows and columns")

@@ -111,6 +111,11 @@ class Server:
                                    f"{total} sessions released")
             time.sleep(0.25)
 
+    def labs_alive(self) -> int:
+        """Lab objects in the server's memory when it last released a session."""
+        counts = re.findall(r"labs in memory, this one included: (\d+)", self.log())
+        return int(counts[-1]) if counts else -1
+
     def stop(self):
         self.proc.terminate()
         try:
@@ -143,6 +148,7 @@ class Round:
     sessions: list = field(default_factory=list)
     rss_open_mb: float = float("nan")     # all pages open and updated
     rss_closed_mb: float = float("nan")   # every session released
+    labs_alive: int = -1                  # Lab objects in memory at the last release
 
     def summary(self) -> str:
         plot = [s.first_plot_s for s in self.sessions]
@@ -150,7 +156,7 @@ class Round:
         return (f"{len(self.sessions):3d} sessions · first plot median {statistics.median(plot):6.2f} s"
                 f" (max {max(plot):6.2f}) · first update median {statistics.median(upd):5.2f} s"
                 f" (max {max(upd):5.2f}) · RSS open {self.rss_open_mb:6.0f} MB,"
-                f" closed {self.rss_closed_mb:6.0f} MB")
+                f" closed {self.rss_closed_mb:6.0f} MB · labs in memory {self.labs_alive}")
 
 
 def _wait_first_plot(page):
@@ -200,6 +206,7 @@ def one_round(browser, server: Server, n: int, released_before: int) -> Round:
     server.wait_closed(released_before + n)
     time.sleep(1.0)
     rnd.rss_closed_mb = server.rss_mb()
+    rnd.labs_alive = server.labs_alive()
     return rnd
 
 

@@ -13,7 +13,7 @@ LOAD_TIMEOUT = 180_000
 def _open(browser, url):
     ctx = browser.new_context(viewport={"width": 1500, "height": 1300}, accept_downloads=True)
     page = ctx.new_page()
-    page.goto(url)
+    page.goto(url, timeout=LOAD_TIMEOUT)
     page.wait_for_selector(".bn-status b", timeout=LOAD_TIMEOUT)
     return ctx, page
 
@@ -58,9 +58,12 @@ def test_trace_and_band_csv_hold_the_shown_numbers(lab_browser, lab_url):
 def test_copy_link_reproduces_the_setup(lab_browser, lab_url):
     ctx, page = _open(lab_browser, lab_url + "?method=pep&alpha=0.3&kernel=matern32")
     page.get_by_role("button", name="🔗 Copy link").click()
-    page.wait_for_function("() => document.querySelector('.bn-link input').value.includes('alpha')",
-                           timeout=30_000)
-    link = page.locator(".bn-link input").input_value()
+    field = page.locator(".bn-link input")
+    for _ in range(120):
+        if "alpha" in field.input_value():
+            break
+        page.wait_for_timeout(250)
+    link = field.input_value()
     assert "method=pep" in link and "alpha=0.3" in link and "kernel=matern32" in link
     ctx2, other = _open(lab_browser, link)
     assert _bold(other)[0] == "pep"

@@ -68,6 +68,7 @@ class Lab(pn.viewable.Viewer):
     def __init__(self, **params):
         super().__init__(**params)
         Lab._alive.add(self)
+        self.follow_url = False            # serve_lab: settings from and to the address
         self.settings = LabSettings()
         self.status = Status()
         self.controls = Controls(self.settings, self.status)
@@ -89,10 +90,15 @@ class Lab(pn.viewable.Viewer):
             pn.state.location.sync(self.settings, {p: p for p in URL_PARAMS})
 
     def start(self):
-        """Called once the page is loaded: first build (JAX compiles here, once per
-        server process); the spinner stays until the first plot is drawn."""
+        """Called once the page is loaded: the settings of a shared link are applied
+        (not while the page is being sent, which would wait for their build), then the
+        first build (JAX compiles here, once per server process); the spinner stays
+        until the first plot is drawn."""
         try:
-            self.live.rebuild()
+            if self.follow_url:
+                self.sync_url()            # a link's settings rebuild the run …
+            if self.live.runner is None:   # … else (or if they cannot) build it now
+                self.live.rebuild()
         finally:
             self.live.layout.loading = False
 
@@ -125,6 +131,6 @@ class Lab(pn.viewable.Viewer):
 def serve_lab():
     """Build the per-session app (the body of apps/lab.py)."""
     lab = Lab()
-    lab.sync_url()
+    lab.follow_url = True
     pn.state.on_session_destroyed(lab.close)
     return lab.template()

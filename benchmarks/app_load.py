@@ -37,6 +37,9 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 #: the measurement down; much shorter, a loaded machine's page is discarded before its
 #: JavaScript connects)
 SESSION_ARGS = ["--unused-session-lifetime", "30000", "--check-unused-sessions", "2000"]
+#: one malloc arena for the server's threads, as the README advises for the lab: freed
+#: session memory is then in one heap that malloc_trim can hand back
+SERVER_ENV = {"MALLOC_ARENA_MAX": "1"}
 CLOSED = "bnlab session closed"                 # logged by bnlab.ui.app per released session
 EXCEPTION = re.compile(r"Traceback|Error|Exception")
 TIMEOUT_MS = 180_000
@@ -72,7 +75,8 @@ class Server:
              "--port", str(self.port), "--address", "localhost",
              "--liveness", "--allow-websocket-origin", f"localhost:{self.port}", "--warm",
              *SESSION_ARGS, *extra],
-            cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT)
+            cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT,
+            env={**os.environ, **SERVER_ENV})
         self.url = f"http://localhost:{self.port}/lab"
         deadline = time.time() + 180
         while True:

@@ -3,6 +3,7 @@ chromium, localhost only), each pressing Run or Step, then closed. The driver is
 ``benchmarks/app_load.py``; 5 sessions per round here, 30 in the ``slow`` run."""
 import importlib.util
 import os
+import sys
 
 import pytest
 
@@ -14,6 +15,7 @@ pytestmark = pytest.mark.ui
 def _app_load():
     spec = importlib.util.spec_from_file_location("app_load", ROOT / "benchmarks" / "app_load.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules["app_load"] = module          # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 

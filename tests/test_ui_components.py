@@ -209,10 +209,9 @@ def test_bad_csv_and_misfit_labels_name_their_control():
 def test_controls_show_reasons_and_errors():
     s, st = LabSettings(method="vi"), Status()
     c = Controls(s, st)
-    assert c.widgets["alpha"].disabled and c.hints["alpha"].visible
-    assert "Power-EP" in c.hints["alpha"].object
+    assert not c.rows["alpha"].visible            # α means nothing for VI: not shown
     s.method = "pep"
-    assert not c.widgets["alpha"].disabled and not c.hints["alpha"].visible
+    assert c.rows["alpha"].visible and not c.hints["alpha"].visible
     st.errors = {"likelihood": "these data do not fit"}
     assert "bn-error" in c.hints["likelihood"].object and c.hints["likelihood"].visible
     avail = catalog.available()

@@ -1,7 +1,12 @@
-"""The lab's Panel/HoloViews user interface (``panel serve apps/lab.py``).
+"""The lab's Panel/HoloViews user interface: ``panel serve apps/lab.py --warm``, or
+``bnlab.ui.Lab()`` as the last expression of a Jupyter cell (after ``pn.extension()``).
 
 The engine (``bnlab`` proper) never imports this package; the UI only calls the engine.
 """
 import holoviews as hv
 
 hv.extension("bokeh", logo=False)
+
+from .app import Lab  # noqa: E402  (after the HoloViews extension it renders with)
+
+__all__ = ["Lab"]

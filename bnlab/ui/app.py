@@ -1,20 +1,33 @@
 """The lab: sidebar settings, and the Live / Compare / Surfaces pages.
 
 One ``Lab`` per browser session (``panel serve`` runs the app script per session), so
-sessions never share state. The settings live in the page URL."""
+sessions never share state. The settings live in the page URL.
+
+The page is sent before the engine is ready: it shows a spinner until ``start`` (run
+once the page has loaded) has built the first run. Compiled programs are shared by the
+sessions of a server process, so only the first visitor waits for XLA, and not even
+that one under ``panel serve apps/lab.py --warm``, which runs the app once, ``start``
+included, before the server accepts visitors. ``close`` releases a session's runs when
+its page is gone."""
 from __future__ import annotations
 
+import ctypes
+import gc
+import logging
+import weakref
 from pathlib import Path
 
 import panel as pn
 
 from .compare import CompareView
 from .controls import Controls, Status
+from .exports import Exports
 from .live import LiveView
 from .settings import URL_PARAMS, LabSettings, link_notice, parse_link
 from .surfaces import SurfacesView
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
+log = logging.getLogger(__name__)
 
 ABOUT = """
 ### What is this?
@@ -37,20 +50,40 @@ The address bar always holds the current settings: copy it to share this exact d
 """
 
 
+def _return_freed_memory():
+    """Collect the closed session's cycles, and hand glibc's freed heap pages back to
+    the system (``malloc_trim``): otherwise a server's resident memory only grows with
+    each class, though the sessions are gone."""
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):      # not glibc: nothing to trim
+        pass
+
+
 class Lab(pn.viewable.Viewer):
+    #: the labs of this process not yet garbage-collected (reported when one closes)
+    _alive = weakref.WeakSet()
+
     def __init__(self, **params):
         super().__init__(**params)
+        Lab._alive.add(self)
+        self.follow_url = False            # serve_lab: settings from and to the address
         self.settings = LabSettings()
         self.link_errors = {}
         self.status = Status()
         self.controls = Controls(self.settings, self.status)
         self.live = LiveView(self.settings, self.status)
+        self.exports = Exports(self.live)
         self.compare = CompareView(self.settings)
         self.surfaces = SurfacesView(self.settings)
-        self.tabs = pn.Tabs(("Live", self.live), ("Compare", self.compare),
+        self.tabs = pn.Tabs(("Live", pn.Column(self.live, self.exports,
+                                               sizing_mode="stretch_width")), ("Compare", self.compare),
                             ("Surfaces", self.surfaces),
                             ("About", pn.pane.Markdown(ABOUT, max_width=760)),
-                            dynamic=False, sizing_mode="stretch_both")
+                            dynamic=True, sizing_mode="stretch_both")
+        self.live.layout.loading = True   # a spinner until ``start`` has built the run
+        pn.state.onload(self.start)         # a server: once the page is up; Jupyter: now
 
     def sync_url(self):
         """Two-way binding between the settings and the page's query string. A shared
@@ -68,16 +101,33 @@ class Lab(pn.viewable.Viewer):
         loc.sync(self.settings, {p: p for p in URL_PARAMS}, on_error=lambda _: None)
 
     def start(self):
-        """Called once the page is loaded: first build (JAX compiles here)."""
-        if self.link_errors:
-            # the address bar: the page's own query reaches the server with the page,
-            # so it is corrected now, to the values in force
-            s = self.settings
-            pn.state.location.update_query(**{k: s.param[k].serialize(getattr(s, k))
-                                              for k in self.link_errors})
-            if pn.state.notifications is not None:
-                pn.state.notifications.warning(link_notice(self.link_errors), duration=0)
-        self.live.rebuild()
+        """Called once the page is loaded: the settings of a shared link are applied
+        (not while the page is being sent, which would wait for their build), its bad
+        values named in a notification and the address bar corrected to the values in
+        force; then the first build (JAX compiles here, once per server process); the
+        spinner stays until the first plot is drawn."""
+        try:
+            if self.follow_url:
+                self.sync_url()            # a link's settings rebuild the run …
+            if self.link_errors:
+                s = self.settings
+                pn.state.location.update_query(**{k: s.param[k].serialize(getattr(s, k))
+                                                  for k in self.link_errors})
+                if pn.state.notifications is not None:
+                    pn.state.notifications.warning(link_notice(self.link_errors), duration=0)
+            if self.live.runner is None:   # … else (or if they cannot) build it now
+                self.live.rebuild()
+        finally:
+            self.live.layout.loading = False
+
+    def close(self, session_context):
+        """The browser session is gone: stop its periodic callback and any surface
+        computation, and drop its runs, so a class of thirty leaves nothing behind."""
+        self.live.close()
+        self.surfaces.close()
+        _return_freed_memory()
+        log.info("bnlab session closed: %s (labs in memory, this one included: %d)",
+                 getattr(session_context, "id", "-"), len(Lab._alive))
 
     def template(self):
         css = (ASSETS / "lab.css").read_text() if (ASSETS / "lab.css").exists() else ""
@@ -109,6 +159,6 @@ def serve_lab():
     """Build the per-session app (the body of apps/lab.py)."""
     serve_resources_locally()
     lab = Lab()
-    lab.sync_url()
-    pn.state.onload(lab.start)
+    lab.follow_url = True
+    pn.state.on_session_destroyed(lab.close)
     return lab.template()

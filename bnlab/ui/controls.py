@@ -1,5 +1,7 @@
-"""The sidebar: one widget per setting, each with a line under it that says why it is
-disabled, or what went wrong with it (bad CSV, labels that do not fit …)."""
+"""The sidebar: one widget per setting, shown only while it means something for the
+current data, likelihood, kernel, model and method, each with a line under it that says
+what went wrong with it (bad CSV, labels that do not fit, a model the kernel cannot
+have …). No combination of choices raises: an impossible one is explained there."""
 from __future__ import annotations
 
 import panel as pn
@@ -68,9 +70,12 @@ class Controls(pn.viewable.Viewer):
                         f"Up to {MAX_UPLOAD_BYTES // 2**20} MB and {MAX_UPLOAD_ROWS} rows.")
         self.upload.param.watch(self._on_upload, "value")
         self.widgets["csv"] = self.upload
-        for name in self.widgets:
+        self.rows = {}
+        for name, widget in self.widgets.items():
             self.hints[name] = pn.pane.HTML("", css_classes=["bn-hint"], visible=False,
                                             sizing_mode="stretch_width", margin=(0, 10, 6, 10))
+            self.rows[name] = pn.Column(widget, self.hints[name], margin=0,
+                                        css_classes=[f"ctl-{name}"], sizing_mode="stretch_width")
         settings.param.watch(lambda *_: self.refresh(), list(settings.param))
         status.param.watch(lambda *_: self.refresh(), ["errors", "input_dim"])
         self.refresh()
@@ -86,36 +91,33 @@ class Controls(pn.viewable.Viewer):
         self.settings.param.update(csv_text=text, dataset="csv")
 
     def refresh(self):
+        """Show the controls that apply, disable the options that cannot be chosen, and
+        put the one-line explanation or error under its control.
+
+        The current value of a Select is never among its disabled options (Panel refuses
+        that): a choice that another one made impossible (Markov GP, then the RBF kernel)
+        stays selected, with the reason under it, and the run is not rebuilt until it is
+        changed."""
         s, st = self.settings, self.status
         avail = catalog.available()
-        reasons = s.reasons(st.input_dim, avail)
-        self.widgets["model"].disabled_options = list(s.model_reasons(st.input_dim, avail))
-        self.widgets["method"].disabled_options = list(s.method_reasons(avail))
-        option_reasons = {**s.model_reasons(st.input_dim, avail), **s.method_reasons(avail)}
-        self.upload.visible = s.dataset == "csv"
-        for name, w in self.widgets.items():
-            error = st.errors.get(name)
-            reason = reasons.get(name)
-            if name == "model" and option_reasons:
-                reason = "; ".join(v for k, v in option_reasons.items() if k in catalog.MODELS)
-            if name == "method" and "gkl" in option_reasons:
-                reason = option_reasons["gkl"]
-            if name != "csv":
-                w.disabled = name in reasons
+        hidden = s.reasons(st.input_dim, avail)
+        option_reasons = {"model": s.model_reasons(st.input_dim, avail),
+                          "method": s.method_reasons(avail)}
+        for name, reasons in option_reasons.items():
+            current = getattr(s, name)
+            self.widgets[name].disabled_options = [o for o in reasons if o != current]
+        for name, row in self.rows.items():
+            row.visible = name not in hidden and (name != "csv" or s.dataset == "csv")
+            error = st.errors.get(name) or option_reasons.get(name, {}).get(getattr(s, name, None))
+            note = "; ".join(option_reasons.get(name, {}).values())
             hint = self.hints[name]
             if error:
                 hint.object = markup.error(error)
-            elif reason:
-                hint.object = markup.reason(reason)
-            hint.visible = bool(error or reason) and (name != "csv" or s.dataset == "csv")
+            elif note:
+                hint.object = markup.reason(note)
+            hint.visible = bool(error or note) and (name != "csv" or s.dataset == "csv")
 
     def __panel__(self):
-        cards = []
-        for title, names in SECTIONS:
-            items = []
-            for n in names:
-                items.append(pn.Column(self.widgets[n], self.hints[n], margin=0,
-                                       css_classes=[f"ctl-{n}"], sizing_mode="stretch_width"))
-            cards.append(pn.Card(*items, title=title, collapsible=True,
-                                 sizing_mode="stretch_width"))
+        cards = [pn.Card(*(self.rows[n] for n in names), title=title, collapsible=True,
+                         sizing_mode="stretch_width") for title, names in SECTIONS]
         return pn.Column(*cards, sizing_mode="stretch_width")

@@ -39,6 +39,8 @@ class LiveView(pn.viewable.Viewer):
         self.mcmc = MCMCReference()
         self._callback = None
         self._lock = threading.Lock()
+        self._draw_pending = False       # a tick's drawing is queued on the event loop
+        self.closed = False
         self._build_layout()
         settings.param.watch(self._on_settings, list(RUN_PARAMS))
         settings.param.watch(self._on_speed, ["speed"])
@@ -221,22 +223,48 @@ class LiveView(pn.viewable.Viewer):
             self.push()
 
     def _tick(self):
-        if not self._lock.acquire(blocking=False):
-            return          # the previous tick is still drawing: skip, never pile up
+        """One tick of Run: the steps and their plot data are computed here (on a worker
+        thread when Panel has threads), the plots are changed by ``_draw_tick`` on the
+        server's event loop, under the document's lock (``pn.state.execute``): Bokeh
+        refuses document changes from elsewhere. A tick whose drawing is still queued
+        is skipped, so ticks never pile up."""
+        if self.closed or self._draw_pending or not self._lock.acquire(blocking=False):
+            return
         try:
             runner = self.runner
             if runner is None or self.busy:
                 return
             taken = runner.step(self._pace()[1])
             stopped = runner.stop_reason() is not None
+            runner.snapshot()
         finally:
             self._lock.release()
+        self._draw_pending = True
+        pn.state.execute(lambda: self._draw_tick(runner, taken, stopped), schedule="auto")
+
+    def _draw_tick(self, runner, taken: int, stopped: bool):
+        """The plots (and, when the run stopped, the buttons and the status line) after
+        a tick, on the event loop; nothing for a closed session or a replaced run."""
+        self._draw_pending = False
+        if self.closed or runner is not self.runner:
+            return
         if stopped:
             self._halt()
         if taken:
             self.push()
         elif stopped:            # nothing moved: the status changes, the plots do not
             self._render_status(runner.snapshot()["status"])
+
+    def close(self):
+        """Release the session's run (its browser page is gone): stop the periodic
+        callback, drop the runner, the problem and the MCMC reference."""
+        self.closed = True
+        if self._callback is not None:
+            self._callback.stop()
+            self._callback = None
+        with self._lock:
+            self.runner = self.problem = None
+            self.mcmc.clear()
 
     # -- two points and MCMC --------------------------------------------------------
     def _on_tap(self, attr, old, new):
@@ -288,7 +316,7 @@ class LiveView(pn.viewable.Viewer):
     def push(self):
         """Send the current run's plot data to every plot in one batched update."""
         runner = self.runner
-        if runner is None:
+        if runner is None or self.closed:
             return
         snap = runner.snapshot()
         with pn.io.hold():

@@ -122,6 +122,7 @@ class Runner(_Run):
             self.posterior_psd, self.cavity_psd, self.max_change = [True], [True], [np.nan]
             self.diverged = self.converged = False
             self.rejected, self.step_size = 0, float(self.state.step_size)  # step control
+            self.step_sizes = [self.step_size]
             self._cache = None
 
     def step(self, k: int = 1) -> int:
@@ -145,6 +146,7 @@ class Runner(_Run):
                 self.max_change.append(float(info.max_change))
                 self.rejected += int(not info.accepted and not info.diverged)
                 self.step_size = float(self.state.step_size)
+                self.step_sizes.append(self.step_size)
                 self.diverged = bool(info.diverged)
                 self.converged = bool(info.converged)
             self._cache = None
@@ -211,7 +213,9 @@ def _assemble(run, mean, cov, ey, vy, nat1, prec) -> dict:
         "data": {"x": p.x_plot, "y": np.asarray(p.y)},
         "bands": bands,
         "predictive": predictive,
-        "trace": {"iteration": its, "energy": np.asarray(run.energy)},
+        "trace": {"iteration": its, "energy": np.asarray(run.energy),
+                  "step_size": np.asarray(run.step_sizes, float),
+                  "max_change": np.asarray(run.max_change, float)},
         "psd": {"iteration": its, "posterior_psd": np.asarray(run.posterior_psd),
                 "cavity_psd": np.asarray(run.cavity_psd)},
         "sites": {"x": p.x_plot[order], "nat1": np.asarray(nat1)[order],
@@ -250,6 +254,7 @@ class GKLRunner(_Run):
             self.max_change = [np.nan]
             self.diverged = self.converged = False
             self.rejected, self.step_size = 0, np.nan    # no site steps, no step control
+            self.step_sizes = [np.nan]
             self._cache = None
 
     def step(self, k: int = 1) -> int:
@@ -267,6 +272,7 @@ class GKLRunner(_Run):
             self.posterior_psd = [True] + [not r.diverged] * n
             self.cavity_psd = [True] * (n + 1)
             self.max_change = [np.nan] * (n + 1)
+            self.step_sizes = [np.nan] * (n + 1)
             self.iteration, self.converged, self.diverged = n, r.converged, r.diverged
             self._cache = None
             return n

@@ -212,6 +212,11 @@ class SurfacesView(pn.viewable.Viewer):
             if getattr(self, name) not in axes:
                 setattr(self, name, fallback)
 
+    def close(self):
+        """The session is gone: cancel a running computation, drop the surface."""
+        self._cancel.set()
+        self.dataset, self.trajectories = None, {}
+
     def grid(self) -> dict:
         if self.axis0 == self.axis1:
             raise ValueError("choose two different hyperparameters for rows and columns")

@@ -1,0 +1,261 @@
+"""The lab under a class: rounds of browser sessions against one ``panel serve``.
+
+    python benchmarks/app_load.py [--sessions 5] [--rounds 3]
+
+Each round opens ``--sessions`` headless Debian-chromium pages at once (Playwright,
+localhost only), waits for each page's first plot, presses Run in the even sessions and
+Step (1, 2 or 3 times) in the odd ones, waits for the first update, closes every page
+and waits until the server has released every session. It prints, per round, the
+first-plot and first-update times and the server's resident memory (RSS) once the
+sessions are gone, and the server-side exceptions found in its log.
+
+``tests/test_ui_load.py`` runs the same ``load_rounds`` and asserts: every session
+updated, the step-only sessions stopped at exactly their own number of steps (no state
+shared between sessions), no exception in the server log, and the RSS after the last
+round within 10 % of the RSS after a single session.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+#: Bokeh discards a session this long after its last connection closed, or after it was
+#: created if no page connects to it (the defaults, 15 s and a check every 17 s, only slow
+#: the measurement down; much shorter, a loaded machine's page is discarded before its
+#: JavaScript connects)
+SESSION_ARGS = ["--unused-session-lifetime", "30000", "--check-unused-sessions", "2000"]
+#: one malloc arena for the server's threads, as the README advises for the lab: freed
+#: session memory is then in one heap that malloc_trim can hand back
+SERVER_ENV = {"MALLOC_ARENA_MAX": "1"}
+CLOSED = "bnlab session closed"                 # logged by bnlab.ui.app per released session
+EXCEPTION = re.compile(r"Traceback|Error|Exception")
+TIMEOUT_MS = 180_000
+
+
+#: Tornado's report of a message that was in flight when the browser closed the socket
+#: (a closed tab: the transport's race, not the application's; bokeh/bokeh#7619) is the
+#: one traceback not counted as a server-side exception
+def _closed_socket_report(block: str) -> bool:
+    frames = re.findall(r'File "([^"]+)"', block)
+    return ("Task exception was never retrieved" in block
+            and "WebSocketProtocol13.write_message" in block
+            and block.rstrip().endswith("tornado.websocket.WebSocketClosedError")
+            and all("/tornado/" in f for f in frames))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """``panel serve apps/lab.py --warm`` on a free localhost port, its log in a file
+    (``--warm`` builds the default run, compiling its programs, before it listens)."""
+
+    def __init__(self, log_path: Path, extra=()):
+        self.port = free_port()
+        self.log_path = Path(log_path)
+        self._log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "panel", "serve", str(ROOT / "apps" / "lab.py"),
+             "--port", str(self.port), "--address", "localhost",
+             "--liveness", "--allow-websocket-origin", f"localhost:{self.port}", "--warm",
+             *SESSION_ARGS, *extra],
+            cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT,
+            env={**os.environ, **SERVER_ENV})
+        self.url = f"http://localhost:{self.port}/lab"
+        deadline = time.time() + 180
+        while True:
+            try:
+                urllib.request.urlopen(f"http://localhost:{self.port}/liveness", timeout=5)
+                self.released_at_start = self.log().count(CLOSED)    # the --warm session
+                return
+            except OSError:
+                if self.proc.poll() is not None or time.time() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"panel serve did not start; see {self.log_path}")
+                time.sleep(0.5)
+
+    def rss_mb(self) -> float:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        raise RuntimeError("no VmRSS")
+
+    def log(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def exceptions(self) -> list[str]:
+        """Log lines that report an exception (but Tornado's closed-socket report)."""
+        blocks = re.split(r"\n(?=\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)", self.log())
+        return [line for block in blocks if not _closed_socket_report(block)
+                for line in block.splitlines() if EXCEPTION.search(line)]
+
+    def wait_closed(self, total: int, timeout_s: float = 120.0):
+        """Wait until the server has released ``total`` visitors' sessions."""
+        deadline = time.time() + timeout_s
+        while self.log().count(CLOSED) - self.released_at_start < total:
+            if time.time() > deadline:
+                raise TimeoutError(f"{self.log().count(CLOSED) - self.released_at_start} of "
+                                   f"{total} sessions released")
+            time.sleep(0.25)
+
+    def labs_alive(self) -> int:
+        """Lab objects in the server's memory when it last released a session."""
+        counts = re.findall(r"labs in memory, this one included: (\d+)", self.log())
+        return int(counts[-1]) if counts else -1
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self._log.close()
+
+
+def _bold(page) -> list[str]:
+    return page.locator(".bn-status b").all_text_contents()
+
+
+def iteration(page) -> int:
+    b = _bold(page)
+    return int(b[1]) if len(b) > 1 and b[1].isdigit() else -1
+
+
+@dataclass
+class Session:
+    index: int
+    first_plot_s: float = float("nan")
+    first_update_s: float = float("nan")
+    steps: int = 0                     # 0: pressed Run; k > 0: pressed Step k times
+    final_iteration: int = -1
+
+
+@dataclass
+class Round:
+    sessions: list = field(default_factory=list)
+    rss_open_mb: float = float("nan")     # all pages open and updated
+    rss_closed_mb: float = float("nan")   # every session released
+    labs_alive: int = -1                  # Lab objects in memory at the last release
+
+    def summary(self) -> str:
+        plot = [s.first_plot_s for s in self.sessions]
+        upd = [s.first_update_s for s in self.sessions]
+        return (f"{len(self.sessions):3d} sessions · first plot median {statistics.median(plot):6.2f} s"
+                f" (max {max(plot):6.2f}) · first update median {statistics.median(upd):5.2f} s"
+                f" (max {max(upd):5.2f}) · RSS open {self.rss_open_mb:6.0f} MB,"
+                f" closed {self.rss_closed_mb:6.0f} MB · labs in memory {self.labs_alive}")
+
+
+def _wait_first_plot(page):
+    """The posterior plot is drawn and the status line reports the run."""
+    page.wait_for_selector(".bn-status b", timeout=TIMEOUT_MS)
+    page.wait_for_selector(".bn-band canvas", state="attached", timeout=TIMEOUT_MS)
+
+
+def _wait_iteration(page, at_least: int, timeout_s: float = 120.0):
+    deadline = time.time() + timeout_s
+    while iteration(page) < at_least:
+        if time.time() > deadline:
+            raise TimeoutError(f"session still at iteration {iteration(page)}")
+        page.wait_for_timeout(50)
+
+
+def one_round(browser, server: Server, n: int, released_before: int) -> Round:
+    """Open n pages at once, drive each, close them all, wait for the server to let go."""
+    rnd = Round([Session(i, steps=0 if i % 2 == 0 else 1 + (i // 2) % 3) for i in range(n)])
+    ctxs, pages, starts = [], [], []
+    for _ in rnd.sessions:
+        ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+        page = ctx.new_page()
+        starts.append(time.perf_counter())
+        page.goto(server.url, wait_until="commit", timeout=TIMEOUT_MS)
+        ctxs.append(ctx)
+        pages.append(page)
+    for s, page, t0 in zip(rnd.sessions, pages, starts):
+        _wait_first_plot(page)
+        s.first_plot_s = time.perf_counter() - t0
+    for s, page in zip(rnd.sessions, pages):
+        t0 = time.perf_counter()
+        if s.steps == 0:
+            page.get_by_role("button", name="▶ Run").click()
+            _wait_iteration(page, 1)
+        else:
+            for k in range(1, s.steps + 1):
+                page.get_by_role("button", name="Step", exact=True).click()
+                _wait_iteration(page, k)
+        s.first_update_s = time.perf_counter() - t0
+    for s, page in zip(rnd.sessions, pages):
+        page.wait_for_timeout(200)
+        s.final_iteration = iteration(page)
+    rnd.rss_open_mb = server.rss_mb()
+    for ctx in ctxs:
+        ctx.close()
+    server.wait_closed(released_before + n)
+    time.sleep(1.0)
+    rnd.rss_closed_mb = server.rss_mb()
+    rnd.labs_alive = server.labs_alive()
+    return rnd
+
+
+def load_rounds(browser, server: Server, sessions: int, rounds: int, report=print):
+    """A single-session round (the reference RSS), then ``rounds`` rounds of ``sessions``."""
+    released = 0
+    out = []
+    for n in [1] + [sessions] * rounds:
+        rnd = one_round(browser, server, n, released)
+        released += n
+        out.append(rnd)
+        report(f"round {len(out) - 1}: " + rnd.summary())
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sessions", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--log", default=str(ROOT / "test-output" / "app-load-server.log"))
+    args = ap.parse_args()
+    from playwright.sync_api import sync_playwright
+    Path(args.log).parent.mkdir(exist_ok=True)
+    t0 = time.perf_counter()
+    server = Server(Path(args.log))
+    print(f"server up in {time.perf_counter() - t0:.1f} s; RSS {server.rss_mb():.0f} MB")
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            rounds = load_rounds(browser, server, args.sessions, args.rounds)
+            browser.close()
+        first = rounds[0].sessions[0].first_plot_s
+        later = [s.first_plot_s for r in rounds[1:] for s in r.sessions]
+        print(f"first plot: 1st visitor {first:.2f} s; later visitors median "
+              f"{statistics.median(later):.2f} s, max {max(later):.2f} s")
+        print(f"RSS after last round / after one session: "
+              f"{rounds[-1].rss_closed_mb / rounds[0].rss_closed_mb:.3f}")
+        exc = server.exceptions()
+        print(f"server-side exception lines: {len(exc)}")
+        for line in exc[:20]:
+            print("   ", line)
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()

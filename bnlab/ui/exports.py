@@ -1,0 +1,101 @@
+"""What a teacher or a student takes away from the live page: the energy trace and the
+posterior band as CSV files, and a link that reproduces the settings. (PNG: the save
+tool on each figure's toolbar.)
+
+The CSV text is made from the runner's snapshot, the same numbers the plots and the
+status line show, written with 17 significant digits so they read back exactly."""
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import panel as pn
+
+TRACE_COLUMNS = ("iteration", "energy", "step_size", "max_change", "posterior_psd",
+                 "cavity_psd")
+
+
+def _number(v) -> str:
+    return format(float(v), ".17g")
+
+
+def trace_csv(snap: dict) -> str:
+    """One row per iteration (0: the initial sites): the method's energy, the step size ρ
+    in effect after the iteration (the step control halves it on a rejected step), the
+    largest change of a site parameter, and whether the posterior and the cavities were
+    positive definite."""
+    t, q = snap["trace"], snap["psd"]
+    lines = [",".join(TRACE_COLUMNS)]
+    for i in range(len(t["iteration"])):
+        lines.append(",".join([str(int(t["iteration"][i])), _number(t["energy"][i]),
+                               _number(t["step_size"][i]), _number(t["max_change"][i]),
+                               str(int(bool(q["posterior_psd"][i]))),
+                               str(int(bool(q["cavity_psd"][i])))]))
+    return "\n".join(lines) + "\n"
+
+
+def band_csv(snap: dict) -> str:
+    """The plotted posterior on the plotting grid: x, then per latent the mean and the
+    ±2σ band, then the predictive mean and band (a probability for a classifier)."""
+    x = np.asarray(snap["predictive"]["x"])
+    columns = {"x": x}
+    for key, band in snap["bands"].items():
+        for part in ("mean", "lower", "upper"):
+            columns[f"{key}_{part}"] = np.asarray(band[part])
+    kind = snap["predictive"]["kind"]
+    for part in ("mean", "lower", "upper"):
+        columns[f"predictive_{kind}_{part}"] = np.asarray(snap["predictive"][part])
+    lines = [",".join(columns)]
+    lines += [",".join(_number(col[i]) for col in columns.values()) for i in range(len(x))]
+    return "\n".join(lines) + "\n"
+
+
+#: JavaScript of the "Copy link" button: the address bar holds every setting (the page
+#: keeps it in sync); the link is shown in a field, and copied where the browser allows
+#: it (the clipboard needs https or localhost)
+_COPY_JS = """
+const url = window.location.href;
+field.value = url;
+if (navigator.clipboard && window.isSecureContext) {
+  navigator.clipboard.writeText(url).catch(() => {});
+}
+"""
+
+
+class Exports(pn.viewable.Viewer):
+    """Download buttons for the trace and band CSVs of the current run, and the link."""
+
+    def __init__(self, live, **params):
+        super().__init__(**params)
+        self.live = live
+        self.trace_download = pn.widgets.FileDownload(
+            callback=self._trace, filename="bnlab-trace.csv", label="⤓ Trace CSV",
+            color="light", width=130, css_classes=["bn-trace-csv"])
+        self.band_download = pn.widgets.FileDownload(
+            callback=self._band, filename="bnlab-band.csv", label="⤓ Band CSV",
+            color="light", width=130, css_classes=["bn-band-csv"])
+        self.link = pn.widgets.TextInput(placeholder="press Copy link", width=360,
+                                         css_classes=["bn-link"])
+        self.copy = pn.widgets.Button(label="🔗 Copy link", width=120,
+                                      description="a link to this exact setup (an uploaded "
+                                      "CSV file is not part of it)")
+        self.copy.js_on_click(args={"field": self.link}, code=_COPY_JS)
+        self.layout = pn.Row(self.trace_download, self.band_download, self.copy, self.link,
+                             pn.pane.Markdown("PNG: the save tool of each plot.",
+                                              margin=(12, 10)),
+                             sizing_mode="stretch_width")
+
+    def __panel__(self):
+        return self.layout
+
+    def _snapshot(self):
+        runner = self.live.runner
+        if runner is None:
+            raise ValueError("no run to export: fix the settings marked in the sidebar")
+        return runner.snapshot()
+
+    def _trace(self):
+        return io.StringIO(trace_csv(self._snapshot()))
+
+    def _band(self):
+        return io.StringIO(band_csv(self._snapshot()))

@@ -1,0 +1,52 @@
+"""The whole lab object outside a server: what a Jupyter cell gets from
+``bnlab.ui.Lab()``, and what closing a session releases."""
+import numpy as np
+import panel as pn
+from bokeh.document import Document
+
+import bnlab.ui
+
+
+def test_lab_builds_its_first_run_and_renders_inline_like_a_notebook_cell():
+    """Outside a server there is no page load to wait for: the first run is built at
+    once, and the lab renders to one Bokeh root, as Jupyter displays a Viewer."""
+    pn.extension()
+    lab = bnlab.ui.Lab()
+    assert isinstance(lab, pn.viewable.Viewer)
+    assert lab.live.runner is not None and not lab.live.layout.loading
+    band = lab.live.plots.src["f1"].data
+    assert len(band["mean"]) > 0 and np.all(np.isfinite(band["mean"]))
+    root = pn.panel(lab).get_root(Document())
+    assert root is not None and len(list(root.references())) > 100
+    bundle = lab._repr_mimebundle_()
+    assert bundle and any("html" in kind or "json" in kind for kind in bundle[0])
+
+
+def test_close_releases_the_session_run():
+    lab = bnlab.ui.Lab()
+    lab.live.step(2)
+    lab.close(None)
+    assert lab.live.runner is None and lab.live.problem is None and lab.live.closed
+    lab.live.step(1)                     # a late click or tick after closing does nothing
+    lab.live._tick()
+    assert lab.live.runner is None
+
+
+def test_csv_exports_hold_the_plotted_numbers():
+    import csv
+    lab = bnlab.ui.Lab()
+    lab.live.step(4)
+    runner = lab.live.runner
+    rows = list(csv.DictReader(lab.exports._trace()))
+    assert [int(r["iteration"]) for r in rows] == list(range(5))
+    np.testing.assert_array_equal([float(r["energy"]) for r in rows], runner.energy)
+    np.testing.assert_array_equal([float(r["step_size"]) for r in rows], runner.step_sizes)
+    assert [r["posterior_psd"] for r in rows] == ["1"] * 5
+    shown = lab.live.plots.src["f1"].data
+    band = list(csv.DictReader(lab.exports._band()))
+    for col in ("mean", "lower", "upper"):
+        np.testing.assert_array_equal([float(r[f"f1_{col}"]) for r in band], shown[col])
+    np.testing.assert_array_equal([float(r["x"]) for r in band], shown["x"])
+    prob = [float(r["predictive_probability_mean"]) for r in band]
+    np.testing.assert_array_equal(prob, lab.live.plots.src["pred"].data["mean"])
+    assert all(0 <= p <= 1 for p in prob)

@@ -190,7 +190,7 @@ def ais_chunks(model, settings, with_test, params, keys, X, y, Xs, ys, devices) 
     ``keys`` have leading axes (chunks, points per chunk); the points of a chunk are
     vmapped, the chunks split over ``devices`` (``studies.devices.sharded``), so a
     point's result does not depend on the grouping (to rounding). Numpy arrays out."""
-    from .studies.devices import local_devices, sharded
+    from .devices import local_devices, sharded
     T, C, S, M = settings
 
     def one(p, k, X, y, Xs, ys):
@@ -272,7 +272,7 @@ def ais_grid(model, X, y, params_list, *, X_test=None, y_test=None, num_temps=10
         samples[i] = hit
         if progress:
             progress()
-    from .studies.devices import local_devices, pad_to
+    from .devices import local_devices, pad_to
     from .surface_blocks import Block, ThreadPool, padded, run_blocks
     own_pool = pool is None
     pool = ThreadPool(1) if own_pool else pool

@@ -326,7 +326,7 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
                            jax.tree_util.tree_map(np.asarray, const))
         site_runs.append(_SiteRun(spec, members, thetas, N, D))
     if client is not None:
-        from .studies.dask_blocks import DaskPool
+        from .dask_blocks import DaskPool
         pool, batch, task_devices = DaskPool(client), 1, 1
     else:
         pool = ThreadPool(int(workers) if workers is not None
@@ -484,7 +484,7 @@ def _open_store(path, site_runs, blocks, model, X, y, X_test, y_test, base, axes
                 warm_start, chunk, method_options):
     """The ``BlockStore`` of this surface's site-method blocks, fingerprinted by
     everything their values depend on."""
-    from .studies.store import BlockStore, fingerprint
+    from .store import BlockStore, fingerprint
     tree = lambda t: jax.tree_util.tree_map(np.asarray, t)
     prints = fingerprint(
         data=[np.asarray(X), np.asarray(y)],

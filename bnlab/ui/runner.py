@@ -9,11 +9,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+import bnlab
 from bnlab import cubature
 from bnlab._runtime.compiled import CompiledCache
-from bnlab.engine.loop import get_engine
-from bnlab.engine.state import Settings
-from bnlab.inference import validate_settings
 
 from .problem import Problem
 
@@ -98,25 +96,23 @@ class Runner(_Run):
                  max_iters: int | None = None):
         if method == "gkl":
             raise ValueError("G-KL has no site steps: use GKLRunner (make_runner does)")
-        validate_settings(method, alpha, rho, 1, tol)
         self.problem, self.method = problem, method
-        self.engine = get_engine(problem.model, method, ("gauss_hermite", int(cubature_order)),
-                                 tuple(options))
-        self.settings = Settings(jnp.asarray(float(alpha)), jnp.asarray(float(rho)),
-                                 jnp.asarray(float(tol)), jnp.asarray(bool(backtrack)),
-                                 jnp.asarray(bool(accelerate)))
+        self.stepper = bnlab.Stepper(problem.model, problem.X, problem.y, method, alpha=alpha,
+                                     damping=rho, tol=tol, backtracking=backtrack,
+                                     acceleration=accelerate, params=problem.params,
+                                     cubature=("gauss_hermite", int(cubature_order)),
+                                     **dict(options))
+        self.engine, self.settings = self.stepper.engine, self.stepper.settings
         self._bands = band_function(self.engine)
         super().__init__(max_iters)
         self.reset()
         # compile the step now (once per engine and data shape), not on the first click
-        jax.block_until_ready(self.engine.step(problem.params, problem.X, problem.y,
-                                               self.settings, self.state))
+        jax.block_until_ready(self.stepper.step(self.state))
 
     # -- driving --------------------------------------------------------------------
     def reset(self):
-        p = self.problem
         with self._lock:
-            self.state = self.engine.init(p.params, p.X, p.y, self.settings)
+            self.state = self.stepper.init()
             self.iteration = 0
             self.energy = [float(self.state.energy)]
             self.posterior_psd, self.cavity_psd, self.max_change = [True], [True], [np.nan]
@@ -129,14 +125,13 @@ class Runner(_Run):
         """Up to k iterations (fewer when the run has diverged or reached its cap);
         returns the number taken. A non-PSD posterior is recorded, the run stops there.
         A converged run may still be stepped (the Step button): each step re-tests."""
-        p = self.problem
         taken = 0
         with self._lock:
             for _ in range(k):
                 if self.diverged or (self.max_iters is not None
                                      and self.iteration >= self.max_iters):
                     break
-                self.state, info = self.engine.step(p.params, p.X, p.y, self.settings, self.state)
+                self.state, info = self.stepper.step(self.state)
                 info = jax.device_get(info)
                 self.iteration += 1
                 taken += 1
@@ -258,7 +253,6 @@ class GKLRunner(_Run):
             self._cache = None
 
     def step(self, k: int = 1) -> int:
-        import bnlab
         with self._lock:
             if self.result is not None:
                 return 0

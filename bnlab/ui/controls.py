@@ -111,10 +111,8 @@ class Controls(pn.viewable.Viewer):
             error = st.errors.get(name) or option_reasons.get(name, {}).get(getattr(s, name, None))
             note = "; ".join(option_reasons.get(name, {}).values())
             hint = self.hints[name]
-            if error:
-                hint.object = markup.error(error)
-            elif note:
-                hint.object = markup.reason(note)
+            hint.object = (markup.error(error) if error else
+                           markup.reason(note) if note else "")
             hint.visible = bool(error or note) and (name != "csv" or s.dataset == "csv")
 
     def __panel__(self):

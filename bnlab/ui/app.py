@@ -13,6 +13,7 @@ from .controls import Controls, Status
 from .live import LiveView
 from .settings import URL_PARAMS, LabSettings
 from .surfaces import SurfacesView
+from .tours import TourPanel, tour_list_markdown
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 
@@ -48,8 +49,10 @@ class Lab(pn.viewable.Viewer):
         self.surfaces = SurfacesView(self.settings)
         self.tabs = pn.Tabs(("Live", self.live), ("Compare", self.compare),
                             ("Surfaces", self.surfaces),
-                            ("About", pn.pane.Markdown(ABOUT, max_width=760)),
+                            ("About", pn.pane.Markdown(ABOUT + "\n" + tour_list_markdown(),
+                                                       max_width=760)),
                             dynamic=False, sizing_mode="stretch_both")
+        self.tour = TourPanel(self)
 
     def sync_url(self):
         """Two-way binding between the settings and the page's query string."""
@@ -57,8 +60,11 @@ class Lab(pn.viewable.Viewer):
             pn.state.location.sync(self.settings, {p: p for p in URL_PARAMS})
 
     def start(self):
-        """Called once the page is loaded: first build (JAX compiles here)."""
-        self.live.rebuild()
+        """Called once the page is loaded: first build (JAX compiles here), after the
+        ``?tour=`` step's settings when the URL opens a tour."""
+        self.tour.open_from_url()
+        if self.live.runner is None:
+            self.live.rebuild()
 
     def template(self):
         css = (ASSETS / "lab.css").read_text() if (ASSETS / "lab.css").exists() else ""
@@ -70,11 +76,12 @@ class Lab(pn.viewable.Viewer):
         extra = {"logo": str(logo)} if logo.exists() else {}
         return pn.template.FastListTemplate(
             title="bnlab — approximate inference lab", sidebar=[self.controls],
-            main=[self.tabs], sidebar_width=340, raw_css=[css], accent="#1f5fa8",
+            main=[self.tour, self.tabs], sidebar_width=340, raw_css=[css], accent="#1f5fa8",
             font_url="data:text/css,", **extra)
 
     def __panel__(self):
-        return pn.Row(pn.Column(self.controls, width=340), self.tabs, sizing_mode="stretch_both")
+        return pn.Row(pn.Column(self.controls, width=340), pn.Column(self.tour, self.tabs),
+                      sizing_mode="stretch_both")
 
 
 def serve_resources_locally():

@@ -119,7 +119,7 @@ class LiveView(pn.viewable.Viewer):
         with self._lock:
             self.problem, self.runner = problem, runner
             self.selected = [i for i in self.selected if i < len(problem.x_plot)]
-            self.mcmc.clear()
+            self.mcmc.recall(problem)   # the same problem keeps its reference
         self.status.errors = {}
         self.description.object = (f"*{problem.description}* — {len(problem.x_plot)} training "
                                    f"points, {problem.input_dim}-D inputs.")

@@ -148,3 +148,44 @@ def test_cavity_tour_shows_what_it_says():
         assert r.converged and not r.diverged and all(r.cavity_psd), tour.steps[k].text
         energies.append(r.energy[-1])
     assert np.ptp(energies) < 1e-2
+
+
+def _sd(run):
+    b = run.snapshot()["bands"]["f1"]
+    return float(np.mean(b["upper"] - b["lower"]) / 4)
+
+
+def test_alpha_and_skewed_tours_show_what_they_say():
+    """On the separated classes: the band widens from VI through PEP(0.5) to EP, EP's
+    about as wide as MCMC's; the energy rises with α, below MCMC's log p(y); Laplace's
+    mean is far closer to zero than MCMC's, VI's and EP's are not."""
+    tour = tours.TOURS["alpha"]
+    vi, pep, ep = _run(tour, 0), _run(tour, 2), _run(tour, 4)
+    laplace = _run(tours.TOURS["skewed"], 0)
+    assert (vi.method, pep.method, ep.method, laplace.method) == ("vi", "pep", "ep", "laplace")
+    assert all(r.converged for r in (vi, pep, ep, laplace))
+    ref = MCMCReference()
+    ref.compute(build_problem(LabSettings(**tour.settings(0))))
+    mc = ref.band()
+    mc_sd = float(np.mean(mc["upper"] - mc["lower"]) / 4)
+    assert _sd(vi) < 0.92 * _sd(pep) and _sd(pep) < 0.97 * _sd(ep)
+    assert abs(_sd(ep) - mc_sd) < 0.1 * mc_sd and _sd(vi) < 0.9 * mc_sd
+    assert vi.energy[-1] < pep.energy[-1] < ep.energy[-1] < ref.log_z
+    mc_mean = np.abs(mc["mean"]).mean()
+    for r, ok in ((laplace, False), (vi, True), (ep, True)):
+        b = r.snapshot()["bands"]["f1"]
+        mean = np.abs(np.interp(mc["x"], b["x"], b["mean"])).mean()
+        assert (abs(mean - mc_mean) < 0.15 * mc_mean) == ok, (r.method, mean, mc_mean)
+
+
+def test_sparse_tour_shows_what_it_says():
+    """M = 5: the energy rises from VFE (VI) through α = 0.01 and 0.5 to FITC (EP);
+    with M = 8 the gap between VFE and FITC is far smaller."""
+    tour = tours.TOURS["sparse"]
+    e = [_run(tour, k).energy[-1] for k in (3, 2, 1, 0)]
+    assert e == sorted(e) and len(set(e)) == 4
+    s = LabSettings(**{**tour.settings(3), "num_inducing": 8})
+    vfe8 = converge(build_problem(s), "vi", s).energy[-1]
+    s.method = "ep"
+    fitc8 = converge(build_problem(s), "ep", s).energy[-1]
+    assert 0 < fitc8 - vfe8 < 0.2 * (e[-1] - e[0])

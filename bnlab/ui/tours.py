@@ -73,54 +73,58 @@ class Tour:
 _MCMC = ("The black dashed band is the **MCMC reference** (annealed importance sampling "
          "with elliptical slice sampling): the exact posterior up to Monte-Carlo error.")
 
+_SEPARATED = {"dataset": "separated_1d", "likelihood": "probit", "kernel": "matern52",
+              "lengthscale": 2.0, "variance": 100.0, "rho": 0.5}
+
 ALPHA = Tour(
     key="alpha", title="α from VI to EP",
     summary="Power EP's α moves the approximation from variational inference (α → 0) to "
             "EP (α = 1), with MCMC as truth.",
-    base={"dataset": "classification_1d", "likelihood": "probit", "kernel": "matern52",
-          "lengthscale": 1.0, "variance": 10.0, "rho": 0.5},
+    base=_SEPARATED,
     steps=(
-        Step("**Variational inference** (α → 0): the Gaussian q that maximises the ELBO. "
-             "Probit classification, signal variance σ² = 10, so the posterior is far "
-             "from Gaussian. " + _MCMC + " VI's band is narrower than MCMC's: minimising "
-             "KL(q‖p) makes q avoid the regions p lacks, so it under-covers.",
-             {"method": "vi"}, actions=("mcmc", "run")),
-        Step("**Power EP, α = 0.25**: each site is fitted to the α-power of its likelihood "
-             "term. Small α stays close to VI; watch the band widen a little towards "
-             "MCMC's.", {"method": "pep", "alpha": 0.25}, actions=("mcmc", "run")),
-        Step("**Power EP, α = 0.5**: halfway — it minimises the local Hellinger-type "
-             "α-divergence.", {"method": "pep", "alpha": 0.5}, actions=("mcmc", "run")),
+        Step("**Variational inference**, Power EP's α → 0 limit: the Gaussian q that "
+             "maximises the ELBO. The data: two separated classes, probit likelihood, "
+             "signal variance σ² = 100, so each latent's posterior is strongly skewed. " + _MCMC +
+             " VI's band is the narrowest of this tour: minimising KL(q‖p) makes q "
+             "under-cover.", {"method": "vi"}, actions=("mcmc", "run")),
+        Step("**Power EP, α = 0.25**: each site is fitted to the α-th power of its "
+             "likelihood term. The band widens a little towards MCMC's, and the energy "
+             "(status line) rises above VI's ELBO.", {"method": "pep", "alpha": 0.25},
+             actions=("mcmc", "run")),
+        Step("**Power EP, α = 0.5**: wider again, higher energy.",
+             {"method": "pep", "alpha": 0.5}, actions=("mcmc", "run")),
         Step("**Power EP, α = 0.75**.", {"method": "pep", "alpha": 0.75},
              actions=("mcmc", "run")),
-        Step("**EP** (α = 1): moment matching of each tilted distribution, minimising "
-             "KL(p‖q) locally. Its band is the widest of the family and the closest to "
-             "MCMC's.", {"method": "ep"}, actions=("mcmc", "run")),
+        Step("**EP** (α = 1): moment matching of each tilted distribution (KL(p‖q) "
+             "locally). The widest band of the family, about as wide as MCMC's, and the "
+             "highest energy, the closest to MCMC's log p(y) in the status line. The "
+             "means hardly move with α: on these data α changes the spread.",
+             {"method": "ep"}, actions=("mcmc", "run")),
         Step("**The α explorer** (Compare page) runs Power EP to convergence on a grid of "
-             "α from 0.01 to 1, with VI as the dashed line. Left: the converged energy "
-             "(the approximation of log p(y)) against α. Right: the bands of VI, EP and "
-             "the α on the slider — move it to compare any two.",
-             {"method": "pep", "alpha": 0.5}, tab="Compare", page={"alpha_slider": 0.5},
-             actions=("sweep",)),
+             "α from 0.01 to 1. Left: the converged energy against α, rising from VI's "
+             "ELBO (dashed) to EP's. Right: the bands of VI, EP and the α on the slider — "
+             "move it to compare.", {"method": "pep", "alpha": 0.5}, tab="Compare",
+             page={"alpha_slider": 0.5}, actions=("sweep",)),
     ))
 
 SKEWED = Tour(
     key="skewed", title="Laplace, VI and EP on a skewed posterior",
-    summary="Probit classification with a large signal variance: Laplace's mode-centred "
+    summary="Probit classification with separated classes: Laplace's mode-centred "
             "Gaussian against VI and EP, with MCMC as truth.",
-    base={"dataset": "classification_1d", "likelihood": "probit", "kernel": "matern52",
-          "lengthscale": 1.0, "variance": 10.0, "rho": 0.5},
+    base=_SEPARATED,
     steps=(
         Step("**Laplace**: a Gaussian at the posterior's mode with the curvature there. "
-             "With σ² = 10 the probit posterior of each latent is skewed away from the "
-             "class boundary, so the mode sits too close to zero. " + _MCMC,
-             {"method": "laplace"}, actions=("mcmc", "run")),
-        Step("**VI**: the best Gaussian in KL(q‖p). Its mean moves out with the skewed "
-             "mass, but its band stays narrow.", {"method": "vi"}, actions=("mcmc", "run")),
-        Step("**EP**: moment matching. Mean and band follow MCMC's most closely.",
+             "The classes are separated, so each latent's posterior is skewed away from "
+             "the boundary, with a long tail the mode does not see: Laplace's mean stays "
+             "far too close to zero. " + _MCMC, {"method": "laplace"},
+             actions=("mcmc", "run")),
+        Step("**VI**: the best Gaussian in KL(q‖p). Its mean moves out to MCMC's; its "
+             "band stays narrower.", {"method": "vi"}, actions=("mcmc", "run")),
+        Step("**EP**: moment matching. About VI's mean, and a band as wide as MCMC's.",
              {"method": "ep"}, actions=("mcmc", "run")),
         Step("**Side by side** (Compare page): Laplace against EP run to convergence, the "
-             "bands overlaid and their energies. Laplace's energy is the lowest "
-             "approximation of log p(y) here; pick other methods A and B to compare.",
+             "bands overlaid and their energies (Laplace's is the lower); pick other "
+             "methods A and B to compare.",
              {"method": "ep"}, tab="Compare", page={"method_a": "laplace", "method_b": "ep"},
              actions=("pair",)),
     ))
@@ -160,21 +164,22 @@ SPARSE = Tour(
           "kernel": "matern52", "lengthscale": 1.0, "variance": 1.0, "model": "sparse",
           "num_inducing": 5, "rho": 0.5},
     steps=(
-        Step("**FITC**: Power EP with α = 1 on a sparse GP with M = 5 inducing points "
-             "(Bui, Yan & Turner 2017). The band keeps the data's spread where the 5 "
-             "inducing points cannot follow the function.",
+        Step("**FITC**: Power EP with α = 1 on a sparse GP with only M = 5 inducing "
+             "points (Bui, Yan & Turner 2017) — Gaussian regression, so each run takes a "
+             "few iterations. Note the energy in the status line.",
              {"method": "ep"}, actions=("run",)),
-        Step("**α = 0.5**: between FITC and VFE.", {"method": "pep", "alpha": 0.5},
-             actions=("run",)),
-        Step("**α = 0.01 ≈ VFE**: the variational limit (Titsias 2009); its energy is a "
-             "lower bound on log p(y) and the mean is smoother.",
+        Step("**α = 0.5**: between FITC and VFE; the energy drops.",
+             {"method": "pep", "alpha": 0.5}, actions=("run",)),
+        Step("**α = 0.01**: close to the variational limit; the energy is near VFE's.",
              {"method": "pep", "alpha": 0.01}, actions=("run",)),
-        Step("**VI** on the sparse model: exactly the VFE bound.", {"method": "vi"},
+        Step("**VI** on the sparse model is VFE (Titsias 2009): its energy is a lower "
+             "bound on log p(y), the lowest of these four.", {"method": "vi"},
              actions=("run",)),
-        Step("**The α explorer** on the sparse model: the converged energy from VFE to "
-             "FITC. Raise M in the sidebar and sweep again: the curve flattens as the "
-             "inducing points cover the data.", {"method": "pep", "alpha": 0.5},
-             tab="Compare", page={"alpha_slider": 0.5}, actions=("sweep",)),
+        Step("**The α explorer** on the sparse model: the converged energy rises from VFE "
+             "(dashed) to FITC (α = 1). Set M = 8 in the sidebar and sweep again: with "
+             "more inducing points the two ends come close together.",
+             {"method": "pep", "alpha": 0.5}, tab="Compare", page={"alpha_slider": 0.5},
+             actions=("sweep",)),
     ))
 
 SURFACE = Tour(

@@ -4,12 +4,13 @@ settings reach the sidebar, the URL and the live run."""
 import pytest
 
 from bnlab.ui import tours
+from bnlab.ui.settings import LabSettings
 
 expect = pytest.importorskip("playwright.sync_api").expect
 
 pytestmark = pytest.mark.ui
 
-STEP_TIMEOUT_MS = 240_000
+STEP_TIMEOUT_MS = 480_000      # a cold server compiles and samples MCMC on a busy machine
 
 
 def _button(page, name):
@@ -17,12 +18,11 @@ def _button(page, name):
 
 
 def _step_shown(page, k):
-    """Wait until the panel shows step k (1-based) and its actions are done (Next is
-    enabled again, or Back on the last step). Locators, not document.querySelector:
-    Panel's widgets live in shadow roots."""
+    """Wait until the panel shows step k (1-based) and its actions are done (the
+    heading's "working …" mark is gone). Locators, not document.querySelector: Panel's
+    widgets live in shadow roots."""
     expect(page.locator(".bn-tour-step")).to_have_text(str(k), timeout=STEP_TIMEOUT_MS)
-    button = "Next ▶" if k < len(tours.ALPHA.steps) else "◀ Back"
-    expect(_button(page, button)).to_be_enabled(timeout=STEP_TIMEOUT_MS)
+    expect(page.locator(".bn-tour-busy")).to_have_count(0, timeout=STEP_TIMEOUT_MS)
 
 
 def test_alpha_tour_walks_through_its_steps(lab_browser, lab_url, shots):
@@ -31,18 +31,19 @@ def test_alpha_tour_walks_through_its_steps(lab_browser, lab_url, shots):
     page = ctx.new_page()
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(lab_url + "?tour=alpha")
+    page.goto(lab_url + "?tour=alpha", timeout=STEP_TIMEOUT_MS)
     n = len(tour.steps)
     for k, step in enumerate(tour.steps):
         if k:
             _button(page, "Next ▶").click()
         _step_shown(page, k + 1)
-        assert page.locator(".bn-tour").inner_text().count(f"of {n}") == 1
-        first_words = step.text.split("**")[1]
-        assert first_words in page.locator(".bn-tour-text").inner_text()
+        assert page.get_by_text(f"step {k + 1} of {n}").count() == 1
+        first_words = step.text.split("**")[1]     # the step's bold opening
+        assert page.locator(".bn-tour-text strong").first.inner_text() == first_words
         want = tour.settings(k)
-        page.wait_for_function("(m) => document.location.search.includes('method=' + m)",
-                               arg=want["method"], timeout=30_000)
+        if want["method"] != LabSettings.param.method.default:   # defaults stay out of the URL
+            page.wait_for_function("(m) => document.location.search.includes('method=' + m)",
+                                   arg=want["method"], timeout=30_000)
         if want["method"] == "pep":
             assert f"alpha={want['alpha']:g}" in page.evaluate("document.location.search")
         label = page.locator(".ctl-method select").input_value()

@@ -14,6 +14,7 @@ break)."""
 from __future__ import annotations
 
 import html
+import threading
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -190,8 +191,13 @@ SURFACE = Tour(
           "rho": 0.5},
     steps=(
         Step("**Surfaces**: each method's approximation of log p(y | θ)/n on a 7 × 7 grid "
-             "of signal variance (rows) and lengthscale (columns), MCMC's contours dashed "
-             "on top, each argmax a red ×. Compare where each method puts its optimum.",
+             "of signal variance (rows) and lengthscale (columns), MCMC's (AIS) surface "
+             "as dashed contours on every panel, each argmax a red ×. The first "
+             "computation takes minutes (MCMC is cached on disk for the next visitor). "
+             "Here all four pick the same cell, but the approximations lie below MCMC "
+             "near the optimum, Laplace lowest, then VI, then EP: compare the colours "
+             "at the × and the slice below. Add a learning trajectory to see where "
+             "each method's hyperparameter optimisation ends.",
              tab="Surfaces",
              page={"axis0": "variance", "lo0": 0.3, "hi0": 30.0, "axis1": "lengthscale",
                    "lo1": 0.3, "hi1": 5.0, "points": 7,
@@ -217,6 +223,7 @@ class TourPanel(pn.viewable.Viewer):
         self.lab, self.perform_actions = lab, perform_actions
         self.tour: Tour | None = None
         self.index = 0
+        self._acting = threading.Lock()
         self.heading = pn.pane.HTML("", css_classes=["bn-tour-heading"], margin=(0, 10))
         self.text = pn.pane.Markdown("", css_classes=["bn-tour-text"],
                                      sizing_mode="stretch_width", margin=(0, 10))
@@ -263,7 +270,12 @@ class TourPanel(pn.viewable.Viewer):
 
     def go(self, k: int):
         """Show step ``k``: apply its settings and page controls, switch to its page, then
-        perform its actions."""
+        perform its actions. One step at a time: callbacks run in threads, and a quick
+        second click waits for the step being computed instead of racing it."""
+        with self._acting:
+            self._show(k)
+
+    def _show(self, k: int):
         if self.tour is None:
             return
         k = min(max(int(k), 0), len(self.tour.steps) - 1)
@@ -273,22 +285,22 @@ class TourPanel(pn.viewable.Viewer):
             _set_page(getattr(self.lab, step.tab.lower()), step.page)
         self.lab.tabs.active = TABS.index(step.tab)
         n = len(self.tour.steps)
-        self.heading.object = (f"<b>Tour: {html.escape(self.tour.title)}</b> · "
-                               f"step <b class='bn-tour-step'>{k + 1}</b> of {n}")
+        heading = (f"<b>Tour: {html.escape(self.tour.title)}</b> · "
+                   f"step <b class='bn-tour-step'>{k + 1}</b> of {n}")
         self.text.object = step.text
         self.back.visible = self.next.visible = True
-        if self.perform_actions and step.actions:
-            # no second step while this one computes (callbacks run in threads)
-            self.back.disabled = self.next.disabled = True
-            try:
-                if self.lab.live.runner is None:
-                    self.lab.live.rebuild()
-                for action in step.actions:
-                    ACTIONS[action](self.lab)
-            finally:
-                self.back.disabled, self.next.disabled = k == 0, k == n - 1
-        else:
-            self.back.disabled, self.next.disabled = k == 0, k == n - 1
+        self.back.disabled, self.next.disabled = k == 0, k == n - 1
+        if not (self.perform_actions and step.actions):
+            self.heading.object = heading
+            return
+        self.heading.object = heading + " · <i class='bn-tour-busy'>working …</i>"
+        try:
+            if self.lab.live.runner is None:
+                self.lab.live.rebuild()
+            for action in step.actions:
+                ACTIONS[action](self.lab)
+        finally:
+            self.heading.object = heading
 
 
 def _set_page(view, values: Mapping):

@@ -29,8 +29,10 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 LOAD_TIMEOUT_MS = 480_000
-#: the step (1-based) each tour's screenshot shows
-TOUR_SHOTS = {"alpha": 6, "skewed": 1, "cavities": 1, "sparse": 5, "surface": 1}
+#: the step (1-based) each tour's screenshot shows, and the window height that shows
+#: its point (the cavity tour's PSD strip, the surfaces' contours)
+TOUR_SHOTS = {"alpha": (6, 1100), "skewed": (1, 1100), "cavities": (1, 1350),
+              "sparse": (5, 1100), "surface": (1, 1500)}
 
 
 def free_port() -> int:
@@ -147,7 +149,8 @@ def main() -> None:
         if args.tours is not None:
             for key in args.tours or TOUR_SHOTS:
                 out = ROOT / "assets" / f"tour-{key}.png"
-                shoot_tour(base, key, TOUR_SHOTS[key], out, args.width, args.height)
+                step, height = TOUR_SHOTS[key]
+                shoot_tour(base, key, step, out, args.width, height)
                 print(out)
             return
         shown = shoot(base + (f"?{args.query}" if args.query else ""), args.out,

@@ -138,9 +138,9 @@ CAVITIES = Tour(
           "kernel": "matern52", "lengthscale": 1.0, "variance": 1.0},
     steps=(
         Step("**Undamped EP** (ρ = 1) on regression data with 10 % gross outliers and a "
-             "Student-t likelihood (ν = 4). An outlier's site gets a *negative* precision; "
-             "removing it from the posterior leaves a cavity with negative variance, and "
-             "the next step's energy is undefined. The status line reports the "
+             "Student-t likelihood (ν = 4). The Student-t is not log-concave, so sites may "
+             "take negative precisions, and here a cavity (the posterior with one site "
+             "removed) ends up with negative variance: the next step's energy is undefined. The status line reports the "
              "divergence and the PSD strip turns red in the cavity row.",
              {"method": "ep", "rho": 1.0}, actions=("run",)),
         Step("**Damping** (ρ = 0.5): each site moves only half-way to its EP update. "

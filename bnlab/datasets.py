@@ -59,6 +59,16 @@ def _classification_1d(n=100, seed=0):
     return X, y
 
 
+def _separated_1d(n=40, seed=0):
+    """Two classes with a gap: −1 on [−5, −0.5], +1 on [0.5, 5]. Perfectly separable,
+    so each latent's probit posterior is skewed away from the boundary (its mass
+    reaches far past the mode): the case where Laplace's mode-centred Gaussian and EP's
+    moment-matched one differ most (Kuss & Rasmussen 2005)."""
+    rng = np.random.default_rng(seed)
+    X = np.sort(rng.uniform(0.5, 5, n) * rng.choice([-1, 1], n))[:, None]
+    return X, np.sign(X[:, 0])
+
+
 def _counts_1d(n=120, seed=0):
     X = _grid(n, 0, 10, seed)
     rng = np.random.default_rng(seed + 1)
@@ -107,6 +117,7 @@ def _sparse_regression_1d(n=120, seed=0):
 
 SYNTHETIC = {
     "classification_1d": (_classification_1d, "bernoulli", "1-D probit classification"),
+    "separated_1d": (_separated_1d, "bernoulli", "1-D probit classification, separated classes"),
     "counts_1d": (_counts_1d, "poisson", "1-D Poisson counts, log-rate 1 + sin x"),
     "robust_1d": (_robust_1d, "student_t", "1-D regression with 10% outliers"),
     "heteroscedastic_1d": (_heteroscedastic_1d, "heteroscedastic", "1-D input-dependent noise"),

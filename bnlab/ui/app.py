@@ -25,6 +25,7 @@ from .exports import Exports
 from .live import LiveView
 from .settings import URL_PARAMS, LabSettings, link_notice, parse_link
 from .surfaces import SurfacesView
+from .tours import TourPanel, tour_list_markdown
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 log = logging.getLogger(__name__)
@@ -80,8 +81,10 @@ class Lab(pn.viewable.Viewer):
         self.tabs = pn.Tabs(("Live", pn.Column(self.live, self.exports,
                                                sizing_mode="stretch_width")), ("Compare", self.compare),
                             ("Surfaces", self.surfaces),
-                            ("About", pn.pane.Markdown(ABOUT, max_width=760)),
+                            ("About", pn.pane.Markdown(ABOUT + "\n" + tour_list_markdown(),
+                                                       max_width=760)),
                             dynamic=True, sizing_mode="stretch_both")
+        self.tour = TourPanel(self)
         self.live.layout.loading = True   # a spinner until ``start`` has built the run
         pn.state.onload(self.start)         # a server: once the page is up; Jupyter: now
 
@@ -104,7 +107,7 @@ class Lab(pn.viewable.Viewer):
         """Called once the page is loaded: the settings of a shared link are applied
         (not while the page is being sent, which would wait for their build), its bad
         values named in a notification and the address bar corrected to the values in
-        force; then the first build (JAX compiles here, once per server process); the
+        force; a ``?tour=`` opens its first step; then the first build (JAX compiles here, once per server process); the
         spinner stays until the first plot is drawn."""
         try:
             if self.follow_url:
@@ -115,6 +118,8 @@ class Lab(pn.viewable.Viewer):
                                                   for k in self.link_errors})
                 if pn.state.notifications is not None:
                     pn.state.notifications.warning(link_notice(self.link_errors), duration=0)
+            if self.follow_url:
+                self.tour.open_from_url()
             if self.live.runner is None:   # … else (or if they cannot) build it now
                 self.live.rebuild()
         finally:
@@ -139,11 +144,12 @@ class Lab(pn.viewable.Viewer):
         extra = {"logo": str(logo)} if logo.exists() else {}
         return pn.template.FastListTemplate(
             title="bnlab — approximate inference lab", sidebar=[self.controls],
-            main=[self.tabs], sidebar_width=340, raw_css=[css], accent="#1f5fa8",
+            main=[self.tour, self.tabs], sidebar_width=340, raw_css=[css], accent="#1f5fa8",
             font_url="data:text/css,", **extra)
 
     def __panel__(self):
-        return pn.Row(pn.Column(self.controls, width=340), self.tabs, sizing_mode="stretch_both")
+        return pn.Row(pn.Column(self.controls, width=340), pn.Column(self.tour, self.tabs),
+                      sizing_mode="stretch_both")
 
 
 def serve_resources_locally():

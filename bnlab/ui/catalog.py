@@ -11,6 +11,7 @@ from bnlab.methods.registry import HEURISTIC_BASES, METHOD_NAMES, REGISTRY
 
 DATASETS = {
     "classification_1d": "Classification (1-D, ±1 labels)",
+    "separated_1d": "Separated classes (1-D, ±1 labels)",
     "counts_1d": "Counts (1-D, Poisson)",
     "robust_1d": "Regression with outliers (1-D)",
     "heteroscedastic_1d": "Heteroscedastic noise (1-D)",

@@ -1,0 +1,319 @@
+"""Guided tours: the demos the lab exists for, as narrated sequences of steps.
+
+A tour is data: each step is a short text, the sidebar settings it applies (every
+``URL_PARAMS`` setting, from its default, the tour's base and the step's own values, so
+a step looks the same whatever the user changed in between), the page to show, values
+for that page's own controls, and actions to perform on arrival (compute the MCMC
+reference, run, sweep α …). ``?tour=<key>`` in the page URL opens one; the
+``TourPanel`` above the pages shows the text with Back / Next / Exit, and the user may
+play with every control between steps.
+
+Every claim a step's text makes was checked on these settings with the engine (see
+``tests/test_ui_tours.py``, which re-checks the ones a change of the engine could
+break)."""
+from __future__ import annotations
+
+import html
+import threading
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import panel as pn
+
+from .settings import URL_PARAMS, LabSettings
+
+#: what a step may do on arrival, each a call on the session's ``Lab``
+ACTIONS = {
+    # the reference of this problem if the session does not hold it yet (a second press
+    # would refine a rough one: a tour's step only asks for it to be shown)
+    "mcmc": lambda lab: lab.live.mcmc.samples is None and lab.live.compute_mcmc(),
+    "run": lambda lab: lab.live.run(),
+    "pair": lambda lab: lab.compare.run_pair(),
+    "sweep": lambda lab: lab.compare.run_sweep(),
+    "surface": lambda lab: lab.surfaces.compute(),
+}
+TABS = ("Live", "Compare", "Surfaces", "About")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One stop of a tour: ``text`` (Markdown), ``settings`` (sidebar values on top of
+    the tour's base), ``tab`` (the page shown), ``page`` (that page's own controls,
+    {parameter or widget name: value}) and ``actions`` (``ACTIONS`` keys, in order)."""
+    text: str
+    settings: Mapping = field(default_factory=dict)
+    tab: str = "Live"
+    page: Mapping = field(default_factory=dict)
+    actions: tuple = ()
+
+    def __post_init__(self):
+        if self.tab not in TABS:
+            raise ValueError(f"unknown tab {self.tab!r}; the lab's pages are {TABS}")
+        unknown = [a for a in self.actions if a not in ACTIONS]
+        if unknown:
+            raise ValueError(f"unknown tour action(s) {unknown}; known: {sorted(ACTIONS)}")
+        bad = set(self.settings) - set(URL_PARAMS)
+        if bad:
+            raise ValueError(f"a tour sets only the lab's URL settings; not {sorted(bad)}")
+
+
+@dataclass(frozen=True)
+class Tour:
+    key: str                      # the ?tour= value
+    title: str
+    summary: str                  # one line for the list of tours
+    base: Mapping                 # settings every step starts from
+    steps: tuple = field(default_factory=tuple)
+
+    def settings(self, k: int) -> dict:
+        """Every URL setting at step ``k``: defaults, then the base, then the step."""
+        values = {p: LabSettings.param[p].default for p in URL_PARAMS}
+        values.update(self.base)
+        values.update(self.steps[k].settings)
+        return values
+
+
+_MCMC = ("The black dashed band is the **MCMC reference** (annealed importance sampling "
+         "with elliptical slice sampling): the exact posterior up to Monte-Carlo error.")
+
+_SEPARATED = {"dataset": "separated_1d", "likelihood": "probit", "kernel": "matern52",
+              "lengthscale": 2.0, "variance": 100.0, "rho": 0.5}
+
+ALPHA = Tour(
+    key="alpha", title="α from VI to EP",
+    summary="Power EP's α moves the approximation from variational inference (α → 0) to "
+            "EP (α = 1), with MCMC as truth.",
+    base=_SEPARATED,
+    steps=(
+        Step("**Variational inference**, Power EP's α → 0 limit: the Gaussian q that "
+             "maximises the ELBO. The data: two separated classes, probit likelihood, "
+             "signal variance σ² = 100, so each latent's posterior is strongly skewed. " + _MCMC +
+             " VI's band is the narrowest of this tour: minimising KL(q‖p) makes q "
+             "under-cover.", {"method": "vi"}, actions=("mcmc", "run")),
+        Step("**Power EP, α = 0.25**: each site is fitted to the α-th power of its "
+             "likelihood term. The band widens a little towards MCMC's, and the energy "
+             "(status line) rises above VI's ELBO.", {"method": "pep", "alpha": 0.25},
+             actions=("mcmc", "run")),
+        Step("**Power EP, α = 0.5**: wider again, higher energy.",
+             {"method": "pep", "alpha": 0.5}, actions=("mcmc", "run")),
+        Step("**Power EP, α = 0.75**.", {"method": "pep", "alpha": 0.75},
+             actions=("mcmc", "run")),
+        Step("**EP** (α = 1): moment matching of each tilted distribution (KL(p‖q) "
+             "locally). The widest band of the family, about as wide as MCMC's, and the "
+             "highest energy, the closest to MCMC's log p(y) in the status line. The "
+             "means hardly move with α: on these data α changes the spread.",
+             {"method": "ep"}, actions=("mcmc", "run")),
+        Step("**The α explorer** (Compare page) runs Power EP to convergence on a grid of "
+             "α from 0.01 to 1. Left: the converged energy against α, rising from VI's "
+             "ELBO (dashed) to EP's. Right: the bands of VI, EP and the α on the slider — "
+             "move it to compare.", {"method": "pep", "alpha": 0.5}, tab="Compare",
+             page={"alpha_slider": 0.5}, actions=("sweep",)),
+    ))
+
+SKEWED = Tour(
+    key="skewed", title="Laplace, VI and EP on a skewed posterior",
+    summary="Probit classification with separated classes: Laplace's mode-centred "
+            "Gaussian against VI and EP, with MCMC as truth.",
+    base=_SEPARATED,
+    steps=(
+        Step("**Laplace**: a Gaussian at the posterior's mode with the curvature there. "
+             "The classes are separated, so each latent's posterior is skewed away from "
+             "the boundary, with a long tail the mode does not see: Laplace's mean stays "
+             "far too close to zero. " + _MCMC, {"method": "laplace"},
+             actions=("mcmc", "run")),
+        Step("**VI**: the best Gaussian in KL(q‖p). Its mean moves out to MCMC's; its "
+             "band stays narrower.", {"method": "vi"}, actions=("mcmc", "run")),
+        Step("**EP**: moment matching. About VI's mean, and a band as wide as MCMC's.",
+             {"method": "ep"}, actions=("mcmc", "run")),
+        Step("**Side by side** (Compare page): Laplace against EP run to convergence, the "
+             "bands overlaid and their energies (Laplace's is the lower); pick other "
+             "methods A and B to compare.",
+             {"method": "ep"}, tab="Compare", page={"method_a": "laplace", "method_b": "ep"},
+             actions=("pair",)),
+    ))
+
+CAVITIES = Tour(
+    key="cavities", title="When EP's cavities lose positive-definiteness",
+    summary="Student-t regression with outliers: undamped EP (ρ = 1) needs a cavity that "
+            "is not a Gaussian; damping, the Riemannian and the heuristic fixes keep it.",
+    base={"dataset": "robust_1d", "likelihood": "student_t", "df": 4.0, "lik_scale": 0.1,
+          "kernel": "matern52", "lengthscale": 1.0, "variance": 1.0},
+    steps=(
+        Step("**Undamped EP** (ρ = 1) on regression data with 10 % gross outliers and a "
+             "Student-t likelihood (ν = 4). The Student-t is not log-concave, so sites may "
+             "take negative precisions, and here a cavity (the posterior with one site "
+             "removed) ends up with negative variance: the next step's energy is undefined. The status line reports the "
+             "divergence and the PSD strip turns red in the cavity row.",
+             {"method": "ep", "rho": 1.0}, actions=("run",)),
+        Step("**Damping** (ρ = 0.5): each site moves only half-way to its EP update. "
+             "Every cavity stays positive definite and EP converges.",
+             {"method": "ep", "rho": 0.5}, actions=("run",)),
+        Step("**Riemannian correction** (pep_riemann with α = 1, undamped): the site "
+             "update follows the Riemannian gradient, whose step keeps the precision "
+             "positive definite. It converges at ρ = 1 to the same energy as damped EP.",
+             {"method": "pep_riemann", "alpha": 1.0, "rho": 1.0}, actions=("run",)),
+        Step("**Heuristic fix** (base pep with α = 1, undamped): negative site precisions "
+             "are clipped on the diagonal. It also converges at ρ = 1, to nearly the "
+             "same energy — but it changes the fixed point's equations, not only the path.",
+             {"method": "heuristic", "base": "pep", "alpha": 1.0, "rho": 1.0},
+             actions=("run",)),
+    ))
+
+SPARSE = Tour(
+    key="sparse", title="Sparse: FITC (α = 1) to VFE (α → 0)",
+    summary="Power EP on a sparse GP with few inducing points: α = 1 is FITC, α → 0 is "
+            "the variational free energy (VFE).",
+    base={"dataset": "regression_1d", "likelihood": "gaussian",
+          "kernel": "matern52", "lengthscale": 1.0, "variance": 1.0, "model": "sparse",
+          "num_inducing": 5, "rho": 0.5},
+    steps=(
+        Step("**FITC**: Power EP with α = 1 on a sparse GP with only M = 5 inducing "
+             "points (Bui, Yan & Turner 2017) — Gaussian regression, so each run takes a "
+             "few iterations. Note the energy in the status line.",
+             {"method": "ep"}, actions=("run",)),
+        Step("**α = 0.5**: between FITC and VFE; the energy drops.",
+             {"method": "pep", "alpha": 0.5}, actions=("run",)),
+        Step("**α = 0.01**: close to the variational limit; the energy is near VFE's.",
+             {"method": "pep", "alpha": 0.01}, actions=("run",)),
+        Step("**VI** on the sparse model is VFE (Titsias 2009): its energy is a lower "
+             "bound on log p(y), the lowest of these four.", {"method": "vi"},
+             actions=("run",)),
+        Step("**The α explorer** on the sparse model: the converged energy rises from VFE "
+             "(dashed) to FITC (α = 1). Set M = 8 in the sidebar and sweep again: with "
+             "more inducing points the two ends come close together.",
+             {"method": "pep", "alpha": 0.5}, tab="Compare", page={"alpha_slider": 0.5},
+             actions=("sweep",)),
+    ))
+
+SURFACE = Tour(
+    key="surface", title="The marginal-likelihood surface and its MCMC truth",
+    summary="Each method's log p(y | θ) over (signal variance, lengthscale), with the MCMC "
+            "surface's contours dashed on top.",
+    base={"dataset": "classification_1d", "likelihood": "probit", "kernel": "matern52",
+          "rho": 0.5},
+    steps=(
+        Step("**Surfaces**: each method's approximation of log p(y | θ)/n on a 7 × 7 grid "
+             "of signal variance (rows) and lengthscale (columns), MCMC's (AIS) surface "
+             "as dashed contours on every panel, each argmax a red ×. The first "
+             "computation takes minutes (MCMC is cached on disk for the next visitor). "
+             "Here all four pick the same cell, but the approximations lie below MCMC "
+             "near the optimum, Laplace lowest, then VI, then EP: compare the colours "
+             "at the × and the slice below. Add a learning trajectory to see where "
+             "each method's hyperparameter optimisation ends.",
+             tab="Surfaces",
+             page={"axis0": "variance", "lo0": 0.3, "hi0": 30.0, "axis1": "lengthscale",
+                   "lo1": 0.3, "hi1": 5.0, "points": 7,
+                   "methods": ["laplace", "vi", "ep", "mcmc"]},
+             actions=("surface",)),
+    ))
+
+TOURS = {t.key: t for t in (ALPHA, SKEWED, CAVITIES, SPARSE, SURFACE)}
+
+
+def tour_list_markdown() -> str:
+    """The About page's list of tours, each a link that opens it."""
+    return "### Guided tours\n" + "\n".join(
+        f"* [{t.title}](?tour={t.key}) — {t.summary}" for t in TOURS.values())
+
+
+class TourPanel(pn.viewable.Viewer):
+    """The narration above the pages: title, step k of n, the step's text, Back / Next /
+    Exit. Hidden while no tour is open."""
+
+    def __init__(self, lab, perform_actions: bool = True, **params):
+        super().__init__(**params)
+        self.lab, self.perform_actions = lab, perform_actions
+        self.tour: Tour | None = None
+        self.index = 0
+        self._acting = threading.Lock()
+        self.heading = pn.pane.HTML("", css_classes=["bn-tour-heading"], margin=(0, 10))
+        self.text = pn.pane.Markdown("", css_classes=["bn-tour-text"],
+                                     sizing_mode="stretch_width", margin=(0, 10))
+        self.back = pn.widgets.Button(label="◀ Back", width=100)
+        self.next = pn.widgets.Button(label="Next ▶", color="primary", width=100)
+        self.exit = pn.widgets.Button(label="Exit tour", width=100)
+        self.back.on_click(lambda e: self.go(self.index - 1))
+        self.next.on_click(lambda e: self.go(self.index + 1))
+        self.exit.on_click(lambda e: self.close())
+        self.layout = pn.Column(self.heading, self.text, pn.Row(self.back, self.next, self.exit),
+                                css_classes=["bn-tour"], visible=False,
+                                sizing_mode="stretch_width")
+
+    def __panel__(self):
+        return self.layout
+
+    def open(self, key: str):
+        """Start tour ``key`` at its first step (ValueError naming the tours if unknown)."""
+        if key not in TOURS:
+            raise ValueError(f"no tour {key!r}; the tours are {', '.join(TOURS)}")
+        self.tour = TOURS[key]
+        self.layout.visible = True
+        self.go(0)
+
+    def open_from_url(self) -> bool:
+        """Open the tour named by ``?tour=`` (an unknown name is reported, not raised)."""
+        loc = pn.state.location
+        key = (loc.query_params.get("tour") if loc is not None else None) or ""
+        if not key:
+            return False
+        try:
+            self.open(str(key))
+        except ValueError as exc:
+            self.layout.visible = True
+            self.heading.object = f"<span class='bn-error'>{html.escape(str(exc))}</span>"
+            self.text.object = ""
+            self.back.visible = self.next.visible = False
+            return False
+        return True
+
+    def close(self):
+        self.tour = None
+        self.layout.visible = False
+
+    def go(self, k: int):
+        """Show step ``k``: apply its settings and page controls, switch to its page, then
+        perform its actions. One step at a time: callbacks run in threads, and a quick
+        second click waits for the step being computed instead of racing it."""
+        with self._acting:
+            self._show(k)
+
+    def _show(self, k: int):
+        if self.tour is None:
+            return
+        k = min(max(int(k), 0), len(self.tour.steps) - 1)
+        self.index, step = k, self.tour.steps[k]
+        self.lab.settings.param.update(**self.tour.settings(k))
+        if step.page:
+            _set_page(getattr(self.lab, step.tab.lower()), step.page)
+        self.lab.tabs.active = TABS.index(step.tab)
+        n = len(self.tour.steps)
+        heading = (f"<b>Tour: {html.escape(self.tour.title)}</b> · "
+                   f"step <b class='bn-tour-step'>{k + 1}</b> of {n}")
+        self.text.object = step.text
+        self.back.visible = self.next.visible = True
+        self.back.disabled, self.next.disabled = k == 0, k == n - 1
+        if not (self.perform_actions and step.actions):
+            self.heading.object = heading
+            return
+        self.heading.object = heading + " · <i class='bn-tour-busy'>working …</i>"
+        try:
+            if self.lab.live.runner is None:
+                self.lab.live.rebuild()
+            for action in step.actions:
+                ACTIONS[action](self.lab)
+        finally:
+            self.heading.object = heading
+
+
+def _set_page(view, values: Mapping):
+    """A page's own controls: its parameters, or the ``value`` of its named widgets."""
+    params = {k: v for k, v in values.items() if k in view.param}
+    view.param.update(**params)
+    for name, value in values.items():
+        if name not in params:
+            getattr(view, name).value = value
+
+
+def page_values(view, names) -> dict:
+    """The current values of a page's controls named as in ``Step.page``."""
+    return {n: getattr(view, n) if n in view.param else getattr(view, n).value for n in names}

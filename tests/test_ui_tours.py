@@ -1,0 +1,191 @@
+"""Guided tours without a browser: every step of every tour applies settings the lab
+accepts, shows its page with its page controls, Back restores the previous step, and
+the claims the cavity tour's narration makes hold on its settings."""
+import numpy as np
+import panel as pn
+import pytest
+
+from bnlab.inference import validate_settings
+from bnlab.ui import tours
+from bnlab.ui.compare import CompareView, converge
+from bnlab.ui.mcmc_ref import MCMCReference, problem_key
+from bnlab.ui.problem import build_problem
+from bnlab.ui.settings import URL_PARAMS, LabSettings
+from bnlab.ui.surfaces import SurfacesView
+
+STEPS = [(key, k) for key, t in tours.TOURS.items() for k in range(len(t.steps))]
+
+
+class PagesOnly:
+    """The parts of a ``Lab`` a tour touches, without the live page (whose rebuild
+    compiles an engine per step; ``test_a_tour_drives_the_real_lab`` covers it)."""
+
+    def __init__(self):
+        self.settings = LabSettings()
+        self.compare = CompareView(self.settings)
+        self.surfaces = SurfacesView(self.settings)
+        self.tabs = pn.Tabs(*[(name, pn.pane.Markdown(name)) for name in tours.TABS])
+
+
+def _current(lab):
+    return {p: getattr(lab.settings, p) for p in URL_PARAMS}
+
+
+def _check_step(lab, tour, k):
+    step = tour.steps[k]
+    assert _current(lab) == tour.settings(k)
+    assert lab.tabs.active == tours.TABS.index(step.tab)
+    if step.page:
+        view = getattr(lab, step.tab.lower())
+        assert tours.page_values(view, step.page) == dict(step.page)
+
+
+@pytest.mark.parametrize("key,k", STEPS)
+def test_every_step_applies_settings_the_lab_accepts(key, k):
+    tour = tours.TOURS[key]
+    lab = PagesOnly()
+    panel = tours.TourPanel(lab, perform_actions=False)
+    panel.open(key)
+    panel.go(k)
+    _check_step(lab, tour, k)
+    s = lab.settings
+    # a tour sets no control the lab would disable for this combination
+    assert not (set(tour.base) | set(tour.steps[k].settings)) & set(s.reasons())
+    problem = build_problem(s)                     # data, likelihood and model fit
+    validate_settings(s.method, s.effective_alpha(), s.rho, 1, 1e-6)
+    assert problem.model.num_latents == 1
+    n = len(tour.steps)
+    assert f"step <b class='bn-tour-step'>{k + 1}</b> of {n}" in panel.heading.object
+    assert panel.text.object == tour.steps[k].text
+    assert panel.back.disabled == (k == 0) and panel.next.disabled == (k == n - 1)
+
+
+@pytest.mark.parametrize("key", list(tours.TOURS))
+def test_back_restores_the_previous_step_after_the_user_played(key):
+    tour = tours.TOURS[key]
+    lab = PagesOnly()
+    panel = tours.TourPanel(lab, perform_actions=False)
+    panel.open(key)
+    for k in range(1, len(tour.steps)):
+        panel.next.clicks += 1
+        assert panel.index == k
+        _check_step(lab, tour, k)
+    for k in reversed(range(len(tour.steps) - 1)):
+        lab.settings.param.update(lengthscale=3.3, kernel="rbf", rho=0.77)   # the user plays
+        lab.compare.method_a, lab.surfaces.points = "pl", 5
+        lab.tabs.active = 3
+        panel.back.clicks += 1
+        assert panel.index == k
+        _check_step(lab, tour, k)
+    panel.go(-1)
+    assert panel.index == 0                       # Back stops at the first step
+    panel.exit.clicks += 1
+    assert panel.tour is None and not panel.layout.visible
+
+
+def test_unknown_tour_names_the_tours():
+    with pytest.raises(ValueError, match="alpha, skewed, cavities, sparse, surface"):
+        tours.TourPanel(PagesOnly(), perform_actions=False).open("nope")
+    with pytest.raises(ValueError, match="unknown tour action"):
+        tours.Step("x", actions=("explode",))
+    with pytest.raises(ValueError, match="URL settings"):
+        tours.Step("x", {"csv_text": "1,2"})
+
+
+def test_about_page_lists_every_tour_as_a_link():
+    md = tours.tour_list_markdown()
+    for key, t in tours.TOURS.items():
+        assert f"[{t.title}](?tour={key})" in md
+
+
+def test_a_tour_drives_the_real_lab():
+    """The hook in ``Lab``: a step's settings rebuild the live run with its method."""
+    from bnlab.ui.app import Lab
+    lab = Lab()
+    panel = tours.TourPanel(lab, perform_actions=False)
+    panel.open("cavities")
+    assert lab.live.runner is not None and lab.live.runner.method == "ep"
+    panel.go(2)
+    assert lab.live.runner.method == "pep_riemann" and lab.settings.rho == 1.0
+    assert lab.tabs.active == 0
+
+
+def test_the_mcmc_reference_survives_a_method_change():
+    """Changing the method rebuilds the run, not the problem: the reference is recalled,
+    and a different problem (another lengthscale) is not confused with it."""
+    s = LabSettings(dataset="regression_1d", n=20)
+    p1 = build_problem(s)
+    ref = MCMCReference()
+    ref.compute(p1, num_temps=20, num_chains=8)
+    band = ref.band()
+    s.method = "ep"
+    p2 = build_problem(s)
+    assert problem_key(p2) == problem_key(p1)
+    ref.clear()
+    assert ref.recall(p2, num_temps=20, num_chains=8)
+    np.testing.assert_array_equal(ref.band()["mean"], band["mean"])
+    s.lengthscale = 2.0
+    assert not ref.recall(build_problem(s), num_temps=20, num_chains=8)
+    assert ref.band() is None
+
+
+def _run(tour, k):
+    s = LabSettings()
+    s.param.update(**tour.settings(k))
+    return converge(build_problem(s), s.method, s, max_iters=200)
+
+
+def test_cavity_tour_shows_what_it_says():
+    """Undamped EP on the tour's data needs a non-PSD cavity and is stopped as diverged;
+    damping, the Riemannian and the heuristic variants keep every cavity PSD and converge
+    to the same energy."""
+    tour = tours.TOURS["cavities"]
+    ep = _run(tour, 0)
+    assert ep.diverged and not all(ep.cavity_psd)
+    energies = []
+    for k in (1, 2, 3):
+        r = _run(tour, k)
+        assert r.converged and not r.diverged and all(r.cavity_psd), tour.steps[k].text
+        energies.append(r.energy[-1])
+    assert np.ptp(energies) < 1e-2
+
+
+def _sd(run):
+    b = run.snapshot()["bands"]["f1"]
+    return float(np.mean(b["upper"] - b["lower"]) / 4)
+
+
+def test_alpha_and_skewed_tours_show_what_they_say():
+    """On the separated classes: the band widens from VI through PEP(0.5) to EP, EP's
+    about as wide as MCMC's; the energy rises with α, below MCMC's log p(y); Laplace's
+    mean is far closer to zero than MCMC's, VI's and EP's are not."""
+    tour = tours.TOURS["alpha"]
+    vi, pep, ep = _run(tour, 0), _run(tour, 2), _run(tour, 4)
+    laplace = _run(tours.TOURS["skewed"], 0)
+    assert (vi.method, pep.method, ep.method, laplace.method) == ("vi", "pep", "ep", "laplace")
+    assert all(r.converged for r in (vi, pep, ep, laplace))
+    ref = MCMCReference()
+    ref.compute(build_problem(LabSettings(**tour.settings(0))))
+    mc = ref.band()
+    mc_sd = float(np.mean(mc["upper"] - mc["lower"]) / 4)
+    assert _sd(vi) < 0.92 * _sd(pep) and _sd(pep) < 0.97 * _sd(ep)
+    assert abs(_sd(ep) - mc_sd) < 0.1 * mc_sd and _sd(vi) < 0.9 * mc_sd
+    assert vi.energy[-1] < pep.energy[-1] < ep.energy[-1] < ref.log_z
+    mc_mean = np.abs(mc["mean"]).mean()
+    for r, ok in ((laplace, False), (vi, True), (ep, True)):
+        b = r.snapshot()["bands"]["f1"]
+        mean = np.abs(np.interp(mc["x"], b["x"], b["mean"])).mean()
+        assert (abs(mean - mc_mean) < 0.15 * mc_mean) == ok, (r.method, mean, mc_mean)
+
+
+def test_sparse_tour_shows_what_it_says():
+    """M = 5: the energy rises from VFE (VI) through α = 0.01 and 0.5 to FITC (EP);
+    with M = 8 the gap between VFE and FITC is far smaller."""
+    tour = tours.TOURS["sparse"]
+    e = [_run(tour, k).energy[-1] for k in (3, 2, 1, 0)]
+    assert e == sorted(e) and len(set(e)) == 4
+    s = LabSettings(**{**tour.settings(3), "num_inducing": 8})
+    vfe8 = converge(build_problem(s), "vi", s).energy[-1]
+    s.method = "ep"
+    fitc8 = converge(build_problem(s), "ep", s).energy[-1]
+    assert 0 < fitc8 - vfe8 < 0.2 * (e[-1] - e[0])

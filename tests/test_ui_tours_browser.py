@@ -1,0 +1,66 @@
+"""A guided tour in a real browser (Playwright + Debian chromium): ``?tour=alpha``
+opens the narration, Next walks through every step, each step's text is shown and its
+settings reach the sidebar, the URL and the live run."""
+import pytest
+
+from bnlab.ui import tours
+from bnlab.ui.settings import LabSettings
+
+expect = pytest.importorskip("playwright.sync_api").expect
+
+pytestmark = pytest.mark.ui
+
+STEP_TIMEOUT_MS = 480_000      # a cold server compiles and samples MCMC on a busy machine
+
+
+def _button(page, name):
+    return page.locator(".bn-tour button", has_text=name)
+
+
+def _step_shown(page, k):
+    """Wait until the panel shows step k (1-based) and its actions are done (the
+    heading's "working …" mark is gone). Locators, not document.querySelector: Panel's
+    widgets live in shadow roots."""
+    expect(page.locator(".bn-tour-step")).to_have_text(str(k), timeout=STEP_TIMEOUT_MS)
+    expect(page.locator(".bn-tour-busy")).to_have_count(0, timeout=STEP_TIMEOUT_MS)
+
+
+def test_alpha_tour_walks_through_its_steps(lab_browser, lab_url, shots):
+    tour = tours.ALPHA
+    ctx = lab_browser.new_context(viewport={"width": 1500, "height": 1300})
+    page = ctx.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(lab_url + "?tour=alpha", timeout=STEP_TIMEOUT_MS)
+    n = len(tour.steps)
+    for k, step in enumerate(tour.steps):
+        if k:
+            _button(page, "Next ▶").click()
+        _step_shown(page, k + 1)
+        assert page.get_by_text(f"step {k + 1} of {n}").count() == 1
+        first_words = step.text.split("**")[1]     # the step's bold opening
+        assert page.locator(".bn-tour-text strong").first.inner_text() == first_words
+        want = tour.settings(k)
+        if want["method"] != LabSettings.param.method.default:   # defaults stay out of the URL
+            page.wait_for_function("(m) => document.location.search.includes('method=' + m)",
+                                   arg=want["method"], timeout=30_000)
+        if want["method"] == "pep":
+            assert f"alpha={want['alpha']:g}" in page.evaluate("document.location.search")
+        label = page.locator(".ctl-method select").input_value()
+        assert label.startswith(want["method"] + " —")
+        if step.tab == "Live":
+            expect(page.locator(".bn-status b").first).to_have_text(want["method"],
+                                                                    timeout=60_000)
+        else:
+            expect(page.locator(".bk-tab.bk-active")).to_have_text(step.tab)
+    assert _button(page, "Next ▶").is_disabled()
+    page.screenshot(path=str(shots / "ui-tour-alpha.png"), full_page=True)
+    # Back returns to the previous step's settings
+    _button(page, "◀ Back").click()
+    expect(page.locator(".bn-tour-step")).to_have_text(str(n - 1), timeout=STEP_TIMEOUT_MS)
+    page.wait_for_function("() => document.location.search.includes('method=ep')",
+                           timeout=STEP_TIMEOUT_MS)
+    _button(page, "Exit tour").click()
+    page.wait_for_selector(".bn-tour", state="hidden", timeout=30_000)
+    assert errors == []
+    ctx.close()

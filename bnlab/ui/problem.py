@@ -60,13 +60,16 @@ def _load(name: str, n: int):
 
 def upload_text(raw) -> str:
     """The text of an uploaded file, from its bytes only (an upload is content, never a
-    path or URL to open): SettingError when it is too large or not UTF-8."""
+    path or URL to open): SettingError when it is empty, too large or not UTF-8."""
     if not isinstance(raw, bytes):
         raise SettingError("csv", "the upload did not arrive as a file; choose one CSV file")
     if len(raw) > MAX_UPLOAD_BYTES:
         raise SettingError("csv", f"the file is {len(raw) / 2**20:.1f} MB, more than the lab "
                                   f"reads (CSV files up to {MAX_UPLOAD_BYTES // 2**20} MB and "
                                   f"{MAX_UPLOAD_ROWS} rows); upload a subset of the data")
+    if not raw.strip():
+        raise SettingError("csv", "the file is empty: a CSV needs a header row and at least "
+                                  "one data row")
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError:

@@ -37,8 +37,7 @@ from .. import cubature
 from .._runtime import disk_cache as cache
 from ..posterior import full
 
-__all__ = ["AISResult", "ais", "ais_grid", "ess_step", "predictive_samples",
-           "effective_sample_size"]
+__all__ = ["AISResult", "ais", "ais_grid", "ess_step", "effective_sample_size"]
 
 TWO_PI = 2.0 * np.pi
 
@@ -169,20 +168,6 @@ def _log_predictive(model, params, X, prior, f, logw, Xs, ys):
         params["likelihood"], y_, mi, Ci, rule))(ys, m, cov))(means)          # (C, Ns)
     logw_bar = logw - logsumexp(logw)
     return jnp.mean(logsumexp(logw_bar[:, None] + per, axis=0))
-
-
-def predictive_samples(model, params, X, samples, Xs, seed=0):
-    """Draws of f* at Xs (C, Ns·D), one per posterior sample f_c of ``samples``:
-    f* | f_c ~ N(K*ᵀK⁻¹f_c, K** − K*ᵀK⁻¹K*) (for posterior overlays on plots)."""
-    X, Xs = jnp.asarray(X, float), jnp.asarray(Xs, float)
-    prior = full.prepare(model, params, X)
-    Ks = model.prior_covariance(params, X, Xs)
-    A = cho_solve((prior.chol_K, True), Ks)
-    cov = model.prior_covariance(params, Xs, Xs) - Ks.T @ A
-    cov = 0.5 * (cov + cov.T) + 1e-9 * jnp.mean(jnp.diag(cov)) * jnp.eye(cov.shape[0])
-    Lc = jnp.linalg.cholesky(cov)
-    z = jax.random.normal(jax.random.PRNGKey(seed), (samples.shape[0], cov.shape[0]))
-    return np.asarray(jnp.asarray(samples) @ A + z @ Lc.T)
 
 
 def ais_chunks(model, settings, with_test, params, keys, X, y, Xs, ys, devices) -> dict:

@@ -46,9 +46,8 @@ from ..sites import Sites, init_sites
 from .devices import local_devices, pad_to, sharded
 from .surface_blocks import ThreadPool, default_workers, for_runs, padded, plan_blocks, run_blocks
 
-__all__ = ["surface", "grid_axes", "point_params", "KERNEL_AXES", "LIKELIHOOD_AXES"]
+__all__ = ["surface", "grid_axes", "point_params", "LIKELIHOOD_AXES"]
 
-KERNEL_AXES = ("lengthscale", "variance", "period")
 LIKELIHOOD_AXES = ("noise", "df", "scale")
 SETTING_AXES = ("alpha",)
 

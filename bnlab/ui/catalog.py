@@ -3,9 +3,7 @@ methods, with the human-readable labels shown in the controls, and which optiona
 engine features (sparse / Markov models, G-KL, MCMC, surfaces) are installed."""
 from __future__ import annotations
 
-import importlib
 
-import bnlab
 from bnlab import kernels, likelihoods
 from bnlab.methods.registry import HEURISTIC_BASES, METHOD_NAMES, REGISTRY
 
@@ -50,7 +48,6 @@ METHODS = {name: (REGISTRY[name].description if name in REGISTRY
 ALPHA_METHODS = tuple(n for n, method in REGISTRY.items() if method.uses_alpha)
 BASES = HEURISTIC_BASES
 
-GKL_COVARIANCES = ("full", "diagonal", "banded", "chevron", "subspace", "factor_analysis")
 
 
 def make_likelihood(name: str):
@@ -58,28 +55,3 @@ def make_likelihood(name: str):
     if name in ("probit", "logit"):
         return likelihoods.Bernoulli(link=name)
     return likelihoods.LIKELIHOODS[name]()
-
-
-def _module(name):
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        return None
-
-
-def available() -> dict:
-    """Which optional engine pieces exist in this installation (checked at call time,
-    so the app picks them up as soon as they land)."""
-    gkl = _module("bnlab.gkl.method")
-    return {"sparse": hasattr(bnlab, "SparseGP"),
-            "markov": hasattr(bnlab, "MarkovGP"),
-            "gkl": gkl is not None and hasattr(gkl, "infer_gkl"),
-            "mcmc": _module("bnlab.studies.mcmc") is not None,
-            "surface": hasattr(bnlab, "surface"),
-            "learning": _module("bnlab.studies.learning") is not None}
-
-
-def gkl_covariances():
-    gkl = _module("bnlab.gkl")
-    names = getattr(gkl, "COVARIANCES", None) if gkl is not None else None
-    return tuple(names) if names else GKL_COVARIANCES

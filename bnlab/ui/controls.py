@@ -99,10 +99,8 @@ class Controls(pn.viewable.Viewer):
         stays selected, with the reason under it, and the run is not rebuilt until it is
         changed."""
         s, st = self.settings, self.status
-        avail = catalog.available()
-        hidden = s.reasons(st.input_dim, avail)
-        option_reasons = {"model": s.model_reasons(st.input_dim, avail),
-                          "method": s.method_reasons(avail)}
+        hidden = s.reasons(st.input_dim)
+        option_reasons = {"model": s.model_reasons(st.input_dim)}
         for name, reasons in option_reasons.items():
             current = getattr(s, name)
             self.widgets[name].disabled_options = [o for o in reasons if o != current]

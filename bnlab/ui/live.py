@@ -79,10 +79,8 @@ class LiveView(pn.viewable.Viewer):
         self.pick_j = pn.widgets.IntInput(label="Point j", value=1, start=0, width=90)
         pick = pn.widgets.Button(label="Show pair", width=90, align="end")
         pick.on_click(lambda e: self.select_pair(self.pick_i.value, self.pick_j.value))
-        reason = MCMCReference.reason()
         self.mcmc_button = pn.widgets.Button(label="MCMC reference", width=140,
-                                             disabled=reason is not None,
-                                             description=reason or "sample the exact posterior "
+                                             description="sample the exact posterior "
                                              "(AIS + elliptical slice sampling over 256 chains; "
                                              "tens of seconds; again: a longer schedule)")
         self.mcmc_button.on_click(lambda e: self.compute_mcmc())
@@ -161,7 +159,7 @@ class LiveView(pn.viewable.Viewer):
         for pane in self.panes.values():    # (the layouts: Panel's Bokeh pane cannot load)
             pane.loading = busy
         for b in (self.step_button, self.reset_button, self.mcmc_button):
-            b.disabled = busy or (b is self.mcmc_button and MCMCReference.reason() is not None)
+            b.disabled = busy
         self.run_button.disabled = busy or self.running
 
     # -- driving --------------------------------------------------------------------

@@ -1,12 +1,11 @@
 """The MCMC reference for the live view: posterior band and samples of latent pairs
-from ``bnlab.studies.mcmc`` (the gold standard), when that module is installed, with the
+from ``bnlab.studies.mcmc`` (the gold standard), with the
 numbers that say how far to trust it: the AIS effective sample size and the standard
 error of log p(y)."""
 from __future__ import annotations
 
 import numpy as np
 
-from . import catalog
 
 #: below this effective sample size the band is flagged as rough
 MIN_ESS = 100
@@ -29,12 +28,6 @@ class MCMCReference:
         self.samples = None       # (S, N) samples of f₁ at the training inputs
         self.x = self.key = None
         self.num_temps = None
-
-    @staticmethod
-    def reason() -> str | None:
-        if not catalog.available()["mcmc"]:
-            return "the MCMC gold standard (bnlab.studies.mcmc) is not in this bnlab version yet"
-        return None
 
     @staticmethod
     def problem_key(problem) -> str:
@@ -64,9 +57,6 @@ class MCMCReference:
                 steps_per_temp=STEPS_PER_TEMP, seed=0):
         """Annealed importance sampling with elliptical-slice transitions
         (``bnlab.studies.mcmc.ais``): weighted posterior samples of the latents."""
-        reason = self.reason()
-        if reason:
-            raise ValueError(reason)
         from bnlab.studies import mcmc
         num_temps = self.next_schedule(problem) if num_temps is None else int(num_temps)
         res = mcmc.ais(problem.model, problem.X, problem.y, params=problem.params,

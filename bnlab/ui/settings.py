@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import param
 
+from ..gkl import COVARIANCES
 from ..methods.registry import REGISTRY
 from . import catalog
 from .presets import preset_changes
@@ -46,7 +47,7 @@ class LabSettings(param.Parameterized):
                               "halve ρ (the methods that ascend it: vi, vi_riemann, ep_like)")
     accelerate = param.Boolean(default=True, doc="Anderson-mix the site updates (same "
                                "fixed point, fewer iterations; off: the papers' iteration)")
-    covariance = param.Selector(default="full", objects=list(catalog.gkl_covariances()))
+    covariance = param.Selector(default="full", objects=list(COVARIANCES))
     band = param.Integer(default=5, bounds=(1, 200))
     cubature_order = param.Integer(default=20, bounds=(2, 60))
     speed = param.Number(default=10.0, bounds=(1.0, 60.0), doc="iterations per second")
@@ -99,9 +100,8 @@ class LabSettings(param.Parameterized):
             return (("base", self.base),)
         return ()
 
-    def reasons(self, input_dim: int = 1, avail: dict | None = None) -> dict:
+    def reasons(self, input_dim: int = 1) -> dict:
         """{parameter name: why it is disabled} for the current combination."""
-        avail = catalog.available() if avail is None else avail
         lik = self.resolved_likelihood()
         out = {}
         if not (self.method in catalog.ALPHA_METHODS or
@@ -141,25 +141,14 @@ class LabSettings(param.Parameterized):
             out["num_inducing"] = "only for the sparse model"
         return out
 
-    def model_reasons(self, input_dim: int = 1, avail: dict | None = None) -> dict:
+    def model_reasons(self, input_dim: int = 1) -> dict:
         """{model option: why it cannot be chosen} (options, not parameters)."""
-        avail = catalog.available() if avail is None else avail
         out = {}
-        if not avail["sparse"]:
-            out["sparse"] = "the sparse model (bnlab.SparseGP) is not in this bnlab version yet"
-        if not avail["markov"]:
-            out["markov"] = "the Markov model (bnlab.MarkovGP) is not in this bnlab version yet"
-        elif input_dim != 1:
+        if input_dim != 1:
             out["markov"] = f"Markov GPs need 1-D inputs; these data have {input_dim}"
         elif not catalog.KERNELS[self.kernel].markovian:
             out["markov"] = "Markov GPs need a Matérn kernel (state-space form)"
         return out
-
-    def method_reasons(self, avail: dict | None = None) -> dict:
-        avail = catalog.available() if avail is None else avail
-        if not avail["gkl"]:
-            return {"gkl": "G-KL (bnlab.gkl.method) is not in this bnlab version yet"}
-        return {}
 
     def url_state(self) -> dict:
         return {k: getattr(self, k) for k in URL_PARAMS}

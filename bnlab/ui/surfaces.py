@@ -142,14 +142,7 @@ class SurfacesView(pn.viewable.Viewer):
         self.dataset = None
         self._cancel = threading.Event()
         self.message = pn.pane.HTML("", sizing_mode="stretch_width")
-        if not catalog.available()["surface"]:
-            self.layout = pn.Column(pn.pane.Markdown(
-                "### Marginal-likelihood surfaces\n\n**Not yet available**: this bnlab "
-                "version has no surface engine (`bnlab.surface`)."))
-            return
-        choices = [m for m in catalog.METHODS if m != "gkl" or catalog.available()["gkl"]]
-        if catalog.available()["mcmc"]:
-            choices.append("mcmc")
+        choices = list(catalog.METHODS) + ["mcmc"]
         self.methods = pn.widgets.MultiChoice(label="Methods", options=choices,
                                               value=["laplace", "vi", "ep", "ep_like"],
                                               sizing_mode="stretch_width")

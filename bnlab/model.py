@@ -100,8 +100,8 @@ class GP:
         if "inducing" in params:
             Z = np.asarray(params["inducing"])
             if Z.ndim != 2 or Z.shape[1] != width or not np.all(np.isfinite(Z)):
-                raise ValueError(f"params['inducing'] must be a finite (M, {width}) array, "
-                                 f"got shape {Z.shape}")
+                raise ValueError(f"params['inducing'] must be a finite (M, {width}) array, as many "
+                                 f"columns as the inputs have, got shape {Z.shape}")
 
     def prior_covariance(self, params, X1, X2):
         """Prior covariance between the stacked latents at X1 and X2: (N1·D, N2·D)."""

@@ -25,7 +25,9 @@ def test_reported_standard_error_and_ess_match_the_spread_over_seeds():
     """Eight independent AIS runs on a small probit problem (ESS 40 or more of 128
     chains each): the standard deviation of their log Ẑ lies within a factor of two of
     the standard error the runs report (both ways: an error far too small or far too
-    large fails), every run is within 2 reported errors of the mean of the others, and
+    large fails), every run is within 3 reported errors of the mean of the others (with
+    eight runs, a 2σ bound is missed by chance for one of them about a third of the
+    time), and
     the ESS agrees with the spread of the weights it summarises (se² ≈ (C/ESS − 1)/C,
     the delta method)."""
     ds = bnlab.datasets.load("classification_1d", n=30)
@@ -42,5 +44,5 @@ def test_reported_standard_error_and_ess_match_the_spread_over_seeds():
     assert 0.5 * se.mean() < spread < 2.0 * se.mean(), (spread, se)
     for k in range(len(runs)):
         others = np.delete(log_z, k).mean()
-        assert abs(log_z[k] - others) < 2 * np.hypot(se[k], spread / np.sqrt(len(runs) - 1))
+        assert abs(log_z[k] - others) < 3 * np.hypot(se[k], spread / np.sqrt(len(runs) - 1))
     np.testing.assert_allclose(se, np.sqrt((C / ess - 1) / C), rtol=0.05)

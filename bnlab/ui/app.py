@@ -144,7 +144,10 @@ class Lab(pn.viewable.Viewer):
         extra = {"logo": str(logo)} if logo.exists() else {}
         return pn.template.FastListTemplate(
             title="bnlab — approximate inference lab", sidebar=[self.controls],
-            main=[self.tour, self.tabs], sidebar_width=340, raw_css=[css], accent="#1f5fa8",
+            # the tour panel and the pages in one card: an inactive (hidden) tour leaves
+            # no empty card above the pages
+            main=[pn.Column(self.tour, self.tabs, sizing_mode="stretch_both")],
+            sidebar_width=340, raw_css=[css], accent="#1f5fa8",
             font_url="data:text/css,", **extra)
 
     def __panel__(self):

@@ -12,8 +12,8 @@ from .methods.registry import check_method_name
 from .hyperparameters import real_number
 from .model import validate_inputs
 
-__all__ = ["infer", "Stepper", "InferenceResult", "validate_settings", "check_max_iters", "prepare_data",
-           "MAX_ITERS"]
+__all__ = ["infer", "Stepper", "InferenceResult", "validate_settings", "check_max_iters",
+           "prepare_data", "prepare_problem", "MAX_ITERS"]
 
 
 MAX_ITERS = 100_000
@@ -57,6 +57,15 @@ def prepare_data(model, X, y):
         raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]} entries")
     return jnp.asarray(X), jnp.asarray(y)
 
+
+
+def prepare_problem(model, X, y, params=None):
+    """(X, y, params): validated data (``prepare_data``) and the hyperparameters —
+    ``params``, or the model's own — checked against the model and the input width."""
+    X, y = prepare_data(model, X, y)
+    params = model.init_params() if params is None else params
+    model.check_params(params, X.shape[1])
+    return X, y, params
 
 class InferenceResult(Result):
     """The ``Result`` of a site method (``bnlab.infer``), with its ``sites`` and engine ``state``.
@@ -132,9 +141,7 @@ class Stepper:
             raise ValueError("'gkl' optimises (m, C) directly and has no site steps: "
                              "use bnlab.infer(..., method='gkl')")
         validate_settings(method, alpha, damping, 1, tol)
-        self.X, self.y = prepare_data(model, X, y)
-        self.params = model.init_params() if params is None else params
-        model.check_params(self.params, self.X.shape[1])
+        self.X, self.y, self.params = prepare_problem(model, X, y, params)
         self.method = method
         self.engine = get_engine(model, method, cubature, tuple(options.items()))
         self.settings = make_settings(alpha, damping, tol, backtracking, acceleration)
@@ -183,9 +190,7 @@ def infer(model, X, y, method="vi", *, alpha=1.0, damping=0.5, max_iters=200, to
     validate_settings(method, alpha, damping, max_iters, tol)
     if method == "gkl":
         from .gkl.method import infer_gkl
-        X, y = prepare_data(model, X, y)
-        params = model.init_params() if params is None else params
-        model.check_params(params, X.shape[1])
+        X, y, params = prepare_problem(model, X, y, params)
         return infer_gkl(model, X, y, params=params, max_iters=check_max_iters(max_iters),
                          tol=tol, cubature=cubature, **options)
     return Stepper(model, X, y, method, alpha=alpha, damping=damping, tol=tol,

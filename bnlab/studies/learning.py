@@ -36,7 +36,7 @@ import optax
 from .._runtime.compiled import CompiledCache
 from ..engine.loop import get_engine
 from ..engine.state import make_settings
-from ..inference import prepare_data, validate_settings
+from ..inference import prepare_data, prepare_problem, validate_settings
 
 __all__ = ["LearningResult", "joint", "hybrid", "learnable", "objective_gradient"]
 
@@ -183,9 +183,7 @@ def joint(model, X, y, method="vi", *, params=None, learn=None, steps=300, learn
     Stops after ``steps`` steps, or when the objective changes by less than
     ftol·(1 + |L|) and log θ by less than ``xtol``."""
     validate_settings(method, alpha, damping, max_iters, tol)
-    X, y = prepare_data(model, X, y)
-    params = model.init_params() if params is None else params
-    model.check_params(params, X.shape[1])
+    X, y, params = prepare_problem(model, X, y, params)
     names, to_free, from_free = learnable(model, params, learn)
     engine = get_engine(model, method, cubature)
     settings = make_settings(alpha, damping, tol, True, True)  # as ``bnlab.infer``
@@ -238,9 +236,7 @@ def hybrid(model, X, y, *, params=None, learn=None, outer=10000, e_steps=20, m_s
             raise ValueError(f"{name} must be at least 1, got {v}")
     if not (0 < e_rate <= 1 and m_rate > 0):
         raise ValueError(f"e_rate must lie in (0, 1] and m_rate be positive, got {e_rate}, {m_rate}")
-    X, y = prepare_data(model, X, y)
-    params = model.init_params() if params is None else params
-    model.check_params(params, X.shape[1])
+    X, y, params = prepare_problem(model, X, y, params)
     names, to_free, from_free = learnable(model, params, learn)
     vi = get_engine(model, "vi", cubature)
     e_settings = make_settings(1.0, e_rate, 1e-8)

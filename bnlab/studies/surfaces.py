@@ -40,7 +40,7 @@ from .._runtime.compiled import CompiledCache
 from ..engine.energies import energy as compute_energy
 from ..engine.loop import get_engine, trace_length
 from ..engine.state import Settings
-from ..inference import prepare_data, validate_settings
+from ..inference import prepare_data, prepare_problem, validate_settings
 from ..methods.registry import check_method_name
 from ..sites import Sites, init_sites
 from .devices import local_devices, pad_to, sharded
@@ -283,12 +283,10 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
     names = tuple(a[0] for a in axes)
     shape = (axes[0][1].size, axes[1][1].size)
     thetas = np.stack(np.meshgrid(axes[0][1], axes[1][1], indexing="ij"), -1).reshape(-1, 2)
-    X, y = prepare_data(model, X, y)
+    X, y, base = prepare_problem(model, X, y, params)
     with_test = X_test is not None and y_test is not None
     if with_test:
         X_test, y_test = prepare_data(model, X_test, y_test)
-    base = model.init_params() if params is None else params
-    model.check_params(base, X.shape[1])
     method_options = method_options or {}
     N, D = X.shape[0], model.num_latents
     chunk = int(chunk_size) if chunk_size is not None else shape[1]

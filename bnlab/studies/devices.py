@@ -61,7 +61,7 @@ def sharded(fn: Callable, devices: tuple, n_batched: int, key) -> Callable:
 
         return jax.jit(call)
 
-    return _SHARDED.get((key, tuple(d.id for d in devices), n_batched), build)
+    return _SHARDED.get((key, tuple(devices), n_batched), build)
 
 
 def pad_to(items: list, multiple: int) -> list:

@@ -3,7 +3,7 @@ the ratio.
 
     python benchmarks/devices.py [--side 21] [--repeats 2] [--methods ep ...]
     XLA_FLAGS=--xla_force_host_platform_device_count=2 python benchmarks/devices.py
-    python benchmarks/devices.py --large | --cholesky | --precision | --against-cpu [--sizes 1000 5000]
+    python benchmarks/devices.py --large | --cholesky | --against-cpu [--sizes 1000 5000]
 
 Data: ``bnlab.datasets.synthetic_probit``, n = 281 (the IONOSPHERE training size), d = 10;
 four methods (Laplace, VI, EP, EP-like), a side × side grid over log ℓ ∈ [−1, 5],
@@ -12,10 +12,8 @@ alternating, each keeping its fastest run. One thread sends the blocks (``worker
 so "all devices" is the only source of parallelism; for comparison, one device fed by
 one thread per core (a CPU's other way to use its cores). Instead of that:
 ``--large`` times a 5 × 5 surface at each of ``--sizes`` on all devices (meant for a
-GPU); ``--cholesky`` and ``--precision`` print what float64 costs on the first device:
-a Cholesky factorisation in float64 and float32, and a 5 × 5 surface with
-``dtype="float64"`` against ``dtype="float32"`` (float32 iterations, float64 finish) at
-tol 1e-8 and 1e-5 with the largest difference between their values; ``--against-cpu``
+GPU); ``--cholesky`` prints what float64 costs on the first device (a Cholesky
+factorisation in float64 against float32); ``--against-cpu``
 computes the side × side surface on the default devices and on this machine's CPU and
 prints the largest difference (a GPU check). OpenBLAS is limited to one thread.
 """
@@ -55,12 +53,10 @@ def main():
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--large", action="store_true", help="instead: n = --sizes (GPU)")
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 5000],
-                    help="the data sizes of --large and --precision")
+                    help="the data sizes of --large and --cholesky")
     ap.add_argument("--methods", nargs="+", default=METHODS, help="the surfaces' methods")
     ap.add_argument("--cholesky", action="store_true",
                     help="instead: a float64 against a float32 Cholesky factorisation")
-    ap.add_argument("--precision", action="store_true",
-                    help="instead: float64 against float32 surfaces")
     ap.add_argument("--against-cpu", action="store_true",
                     help="instead: the surface on the default devices against the CPU")
     ap.add_argument("--dask", action="store_true",
@@ -71,8 +67,6 @@ def main():
         return dask_overhead(args)
     if args.cholesky:
         return cholesky_cost(args)
-    if args.precision:
-        return precision_cost(args)
     if args.against_cpu:
         return against_cpu(args)
     if args.large:
@@ -152,30 +146,6 @@ def cholesky_cost(args):
                 t[dt] = best_time(lambda: chol(spd).block_until_ready(), 5)
         print(f"  Cholesky n = {n}: float64 {1e3 * t['float64']:.3f} ms, float32 "
               f"{1e3 * t['float32']:.3f} ms (float64 / float32 {t['float64'] / t['float32']:.2f})")
-
-
-def precision_cost(args):
-    """float64 against float32 surfaces (5 × 5, ``--methods``) per size on the first
-    device, at two tolerances."""
-    model = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.Bernoulli("probit"))
-    for n in args.sizes:
-        X, y = synthetic_probit(n=n)
-        g = grid(5)
-        for tol in (1e-8, 1e-5):
-            def run(dt):
-                return bnlab.surface(model, X, y, methods=args.methods, grid=g, devices=1,
-                                     workers=1, tol=tol, dtype=dt)
-            out = {dt: run(dt) for dt in ("float64", "float32")}     # compile
-            t = {dt: best_time(lambda: run(dt), args.repeats) for dt in out}
-            diff = float(np.nanmax(np.abs(out["float64"].log_marginal_per_n.values
-                                          - out["float32"].log_marginal_per_n.values)))
-            print(f"  surface n = {n}, tol {tol:.0e}: float64 {1e3 * t['float64'] / 25:.1f} ms, "
-                  f"float32 {1e3 * t['float32'] / 25:.1f} ms per grid point (float64 / float32 "
-                  f"{t['float64'] / t['float32']:.2f}; float64 iterations per point after "
-                  f"{out['float32'].iterations.values.mean() - out['float32'].attrs['float64_iterations']:.1f} "
-                  f"float32: {out['float32'].attrs['float64_iterations']:.1f}, against "
-                  f"{out['float64'].iterations.values.mean():.1f} in float64 alone; "
-                  f"largest |Δ log p(y|θ)/n| {diff:.1e})")
 
 
 def dask_overhead(args):

@@ -21,5 +21,4 @@ step 30 info bash -c 'nvidia-smi --query-gpu=name,memory.total,driver_version --
 step 60 cholesky python benchmarks/devices.py --cholesky --sizes 281 $sizes
 step 150 devices python benchmarks/devices.py --side "$side" --repeats 1
 step 140 large python benchmarks/devices.py --large --sizes $sizes --repeats 1
-step 130 precision python benchmarks/devices.py --precision --sizes $sizes --methods ep --repeats 1
 step 90 agreement python benchmarks/devices.py --against-cpu --side 5

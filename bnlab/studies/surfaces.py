@@ -44,33 +44,12 @@ from ..inference import prepare_data, prepare_problem, validate_settings
 from ..methods.registry import check_method_name
 from ..sites import Sites, init_sites
 from .devices import local_devices, pad_to, sharded
-from .surface_blocks import (Block, ThreadPool, default_workers, for_runs, padded, plan_blocks,
-                             run_blocks)
+from .surface_blocks import ThreadPool, default_workers, for_runs, padded, plan_blocks, run_blocks
 
 __all__ = ["surface", "grid_axes", "point_params", "LIKELIHOOD_AXES"]
 
 LIKELIHOOD_AXES = ("noise", "df", "scale")
 SETTING_AXES = ("alpha",)
-DTYPES = ("float64", "float32")
-FLOAT32_TOL = 1e-5   # the smallest relative site change float32 iterations settle below
-
-
-def check_dtype(dtype) -> str:
-    """'float64' or 'float32' (a numpy dtype or its name), else a ValueError."""
-    try:
-        name = np.dtype(dtype).name
-    except TypeError:
-        name = None
-    if name not in DTYPES:
-        raise ValueError(f"dtype must be 'float64' or 'float32', got {dtype!r}")
-    return name
-
-
-def precision(dtype):
-    """The context a block of ``dtype`` is traced and run in: float32 blocks run with
-    JAX's 64-bit mode off, so every array the engine makes is float32 (the engine
-    itself names no dtype)."""
-    return jax.enable_x64(dtype == "float64")
 
 
 def grid_axes(model, grid) -> list[tuple[str, np.ndarray]]:
@@ -205,6 +184,16 @@ def _build_solver(engine, extra, names, length, with_test, alpha_axis):
     return block
 
 
+def _default_workers(devices) -> int:
+    """Threads sending blocks: on a CPU one per core and device (each LAPACK call keeps
+    one core busy); on an accelerator one, which sends a batch to every device at once
+    (an iteration there is bound by kernel launches, and more threads only contend for
+    them: benchmarks/README.md, devices.py)."""
+    if devices[0].platform != "cpu":
+        return 1
+    return max(1, default_workers() // len(devices))
+
+
 def _is_cancelled(cancel):
     if cancel is None:
         return False
@@ -247,7 +236,7 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
             X_test=None, y_test=None, params=None, alpha=1.0, damping=0.5, max_iters=200,
             tol=1e-8, backtracking=True, acceleration=True, cubature=("gauss_hermite", 20),
             warm_start=True, chunk_size=None, workers=None, devices=None, client=None,
-            store=None, dtype="float64", progress: Callable[[float], None] | None = None, cancel=None,
+            store=None, progress: Callable[[float], None] | None = None, cancel=None,
             method_options=None, mcmc_options=None) -> xr.Dataset:
     """Evaluate each method's approximate log marginal likelihood on a 2-D grid.
 
@@ -260,22 +249,13 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
     large signal variances needs stronger damping than VI).
     ``method_options``: {method: {option: value}} (e.g. G-KL covariance structure);
     ``mcmc_options``: keyword arguments of ``bnlab.studies.mcmc.ais`` (temperatures, chains, seed).
-    ``dtype``: "float64" (default) or "float32": the site methods iterate in float32
-    (to a relative site change of max(tol, ``FLOAT32_TOL``)), then every point goes on
-    in float64 from its float32 sites until it meets ``tol``, and its energy is
-    computed in float64: float32 for most of the iterations (on GPUs whose float64
-    runs at a fraction of the float32 rate), float64 values. It is not an
-    approximation: an energy evaluated in float32 is not accurate enough (at large
-    signal variances the VI energy of float32 sites is off by 0.2 per data point).
-    ``attrs["float64_iterations"]`` is the mean float64 iterations per point (G-KL
-    and AIS run in float64).
     ``chunk_size``: grid points per compiled block (default: one grid row);
     ``devices``: the JAX devices that solve independent blocks side by side (default:
     every local one; a count takes the first ones), recorded in ``attrs["devices"]``;
     values agree with one device's to rounding (XLA compiles the partitioned program on
     its own; a warm-started walk carries a rounding difference along to within the
     convergence tolerance). ``workers``: threads each sending a batch of blocks to
-    the devices at once (default: one per core and device).
+    the devices at once (default: one per core and device on a CPU, one on a GPU).
     ``client``: a ``dask.distributed.Client``: site-method blocks and AIS grid points
     become tasks on its workers (G-KL stays in this process; a worker lost mid-run has
     its tasks recomputed elsewhere);
@@ -302,7 +282,6 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
         raise ValueError("methods must name at least one method")
     if len(set(methods)) != len(methods):
         raise ValueError(f"methods has duplicates: {methods}")
-    dtype = check_dtype(dtype)
     damping = _per_method(damping, methods, "damping", 0.5)
     max_iters = _per_method(max_iters, methods, "max_iters", 200)
     for m in methods:
@@ -345,27 +324,23 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
     for run, members in groups.items():
         extra = tuple(_ENERGY_OF[m] for m in members if m != run)
         a = 1.0 if run == "ep" else float(alpha)
-        def const(tol):
-            return jax.tree_util.tree_map(np.asarray, (
-                base, X, y, a, float(damping[run]), float(tol), bool(backtracking),
-                bool(acceleration), int(max_iters[run]),
-                X_test if with_test else np.zeros((1, X.shape[1])),
-                y_test if with_test else np.zeros(1)))
+        const = (base, X, y, a, float(damping[run]), float(tol), bool(backtracking),
+                 bool(acceleration), int(max_iters[run]),
+                 X_test if with_test else np.zeros((1, X.shape[1])),
+                 y_test if with_test else np.zeros(1))
         spec = SiteRunSpec(model, run, tuple(cubature), tuple(method_options.get(run, {}).items()),
-                           extra, names, int(max_iters[run]), with_test, run != "ep", const(tol))
-        if dtype == "float32":
-            spec = spec._replace(dtype="float32", const=const(max(float(tol), FLOAT32_TOL)))
-        site_runs.append(_SiteRun(spec, members, thetas, N, D, const(tol)))
+                           extra, names, int(max_iters[run]), with_test, run != "ep",
+                           jax.tree_util.tree_map(np.asarray, const))
+        site_runs.append(_SiteRun(spec, members, thetas, N, D))
     if client is not None:
         from .dask_blocks import DaskPool
         pool, batch, task_devices = DaskPool(client), 1, 1
     else:
-        pool = ThreadPool(int(workers) if workers is not None
-                          else max(1, default_workers() // len(devs)))
+        pool = ThreadPool(int(workers) if workers is not None else _default_workers(devs))
         batch, task_devices = len(devs), devs
         for r in site_runs:          # one compiled program per run, shared by the threads
             _site_solver(r.spec, devs)
-    from_store, float64_iterations = 0, None
+    from_store = 0
     try:
         if site_runs:
             block_store = None
@@ -377,9 +352,6 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
             cancelled, from_store = _run_site_blocks(site_runs, blocks, warm_start, results,
                                                      cancel, report, pool, batch, task_devices,
                                                      block_store)
-            if dtype == "float32" and not cancelled:
-                cancelled, float64_iterations = _finish_in_float64(site_runs, results, devs,
-                                                                   cancel)
         for special in ("gkl", "mcmc"):
             if special in methods and not cancelled:
                 runner = _run_gkl if special == "gkl" else _run_mcmc
@@ -391,10 +363,7 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
     finally:
         pool.close()
     ds = _dataset(results, methods, axes, shape, N, with_test, cancelled, warm_start, model)
-    ds.attrs.update(devices=len(devs) if client is None else 1, blocks_from_store=from_store,
-                    dtype=dtype)
-    if float64_iterations is not None:
-        ds.attrs["float64_iterations"] = float64_iterations
+    ds.attrs.update(devices=len(devs) if client is None else 1, blocks_from_store=from_store)
     if client is not None:
         ds.attrs["workers"] = pool.workers_used
     return ds
@@ -420,7 +389,6 @@ class SiteRunSpec(NamedTuple):
     with_test: bool
     alpha_axis: bool
     const: tuple
-    dtype: str = "float64"
 
 
 def _site_solver(spec, devices):
@@ -438,9 +406,8 @@ def solve_site_blocks(spec: SiteRunSpec, thetas, nat1, prec, has, warm, devices)
     solve = _site_solver(spec, devs)
     B = thetas.shape[0]
     rows = pad_to(list(range(B)), len(devs))
-    with precision(spec.dtype):
-        out = solve(thetas[rows], nat1[rows], prec[rows], has[rows], np.asarray(bool(warm)),
-                    *spec.const)
+    out = solve(thetas[rows], nat1[rows], prec[rows], has[rows], np.asarray(bool(warm)),
+                *spec.const)
     return {k: np.asarray(v)[:B] for k, v in out.items()}
 
 
@@ -448,15 +415,13 @@ class _SiteRun:
     """One site-method run of a surface ('ep_like' also serving 'vi'): what solves its
     blocks and the converged sites of every grid point solved so far (warm starts)."""
 
-    def __init__(self, spec, members, thetas, N, D, float64_const):
+    def __init__(self, spec, members, thetas, N, D):
         self.spec, self.members, self.run = spec, members, spec.run
-        self.float64_const = float64_const      # the settings of its float64 finish
         self.thetas = thetas
         self.cold = init_sites(N, D)
         self.nat1 = np.zeros((thetas.shape[0], N, D))
         self.prec = np.zeros((thetas.shape[0], N, D, D))
         self.ok = np.zeros(thetas.shape[0], bool)   # converged sites usable as a warm start
-        self.solved = np.zeros(thetas.shape[0], bool)
 
     def task(self, blocks, length, warm_start, devices, spec):   # in the calling thread
         """(function, arguments) solving ``blocks`` (``solve_site_blocks``)."""
@@ -473,7 +438,6 @@ class _SiteRun:
         out = {k: v[:len(idx)] for k, v in out.items()}
         self.nat1[idx], self.prec[idx] = out["nat1"], out["prec"]
         self.ok[idx] = out["converged"] & ~out["diverged"]
-        self.solved[idx] = True
         for m in self.members:
             r = results[m]
             r["log_marginal"][idx] = out["energy"] if m == self.run else out[_ENERGY_OF[m]]
@@ -483,33 +447,6 @@ class _SiteRun:
             r["psd"][idx] = out["psd"]
             if "lpd" in out:
                 r["log_predictive"][idx] = out["lpd"]
-
-
-def _finish_in_float64(site_runs, results, devices, cancel):
-    """Run every solved point of the float32 runs on in float64 from its own float32
-    sites (a start that diverges is redone cold, as in every block) until it meets the
-    surface's ``tol``; its float64 energy and flags replace the float32 ones, and its
-    iterations count both. Returns (cancelled, mean float64 iterations per point)."""
-    total = count = 0
-    for r in site_runs:
-        spec = r.spec._replace(dtype="float64", const=r.float64_const)
-        todo = np.flatnonzero(r.solved)
-        batch = max(16, len(local_devices(devices)))
-        for start in range(0, todo.size, batch):
-            if _is_cancelled(cancel):
-                return True, total / max(count, 1)
-            idx = todo[start:start + batch]
-            finite = (np.isfinite(r.nat1[idx]).all(axis=(1, 2))
-                      & np.isfinite(r.prec[idx]).all(axis=(1, 2, 3)))
-            out = solve_site_blocks(spec, r.thetas[idx][:, None], r.nat1[idx], r.prec[idx],
-                                    finite, True, devices)
-            float32_iterations = results[r.members[0]]["iterations"][idx]
-            total, count = total + int(out["iterations"].sum()), count + idx.size
-            out["iterations"] = out["iterations"] + float32_iterations[:, None]
-            for k, i in enumerate(idx):
-                r.store(Block(np.array([i]), int(i), -1), {f: v[k] for f, v in out.items()},
-                        results)
-    return False, total / max(count, 1)
 
 
 def _run_site_blocks(site_runs, blocks, warm_start, results, cancel, report, pool, batch,
@@ -563,7 +500,7 @@ def _open_store(path, site_runs, blocks, model, X, y, X_test, y_test, base, axes
         settings={"alpha": alpha, "damping": damping, "max_iters": max_iters, "tol": tol,
                   "backtracking": backtracking, "acceleration": acceleration,
                   "cubature": [str(c) for c in cubature], "warm_start": warm_start,
-                  "chunk_size": chunk, "dtype": site_runs[0].spec.dtype},
+                  "chunk_size": chunk},
         method_options=repr(sorted((k, sorted(v.items())) for k, v in method_options.items())))
     length = max(len(b.points) for b in blocks)
     layout = {}

@@ -107,8 +107,9 @@ class Lab(pn.viewable.Viewer):
         """Called once the page is loaded: the settings of a shared link are applied
         (not while the page is being sent, which would wait for their build), its bad
         values named in a notification and the address bar corrected to the values in
-        force; a ``?tour=`` opens its first step; then the first build (JAX compiles here, once per server process); the
-        spinner stays until the first plot is drawn."""
+        force; a ``?tour=`` opens its first step; then the first build (JAX compiles here,
+        once per server process); the spinner stays until the first plot is drawn, and
+        the Live page's other plots follow it (``LiveView.show_all``)."""
         try:
             if self.follow_url:
                 self.sync_url()            # a link's settings rebuild the run …
@@ -124,6 +125,11 @@ class Lab(pn.viewable.Viewer):
                 self.live.rebuild()
         finally:
             self.live.layout.loading = False
+            if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
+                # the rest of the Live page once the first plot has gone out
+                pn.state.add_periodic_callback(self.live.show_all, period=50, count=1)
+            else:
+                self.live.show_all()
 
     def close(self, session_context):
         """The browser session is gone: stop its periodic callback and any surface

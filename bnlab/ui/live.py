@@ -97,16 +97,25 @@ class LiveView(pn.viewable.Viewer):
                    self.speed, self.cap, self.mcmc_button, sizing_mode="stretch_width"),
             self.status_pane, self.description, self.mcmc_pane, P["band"],
             self.gap_toggle,
-            pn.Row(P["energy"], P["gap"], P["predictive"], sizing_mode="stretch_width"),
+            pn.Row(P["energy"], P["gap"], sizing_mode="stretch_width"),
             P["psd"],
-            pn.Row(P["site_prec"], P["site_nat1"], sizing_mode="stretch_width"),
+            sizing_mode="stretch_width")
+        # sent after the first plot (``show_all``): a browser builds every figure of a
+        # page before it paints any, and these five took most of a first visit's wait
+        self._more = [
+            pn.Row(P["predictive"], P["site_prec"], P["site_nat1"], sizing_mode="stretch_width"),
             pn.Row(pn.Column(pn.pane.Markdown("**Two points** — the joint Gaussian q(fᵢ, fⱼ) "
                                               "of two latent values; click two data points in "
                                               "the posterior plot or pick their indices."),
-                             pn.Row(self.pick_i, self.pick_j, pick)), P["joint"]),
-            sizing_mode="stretch_width")
+                             pn.Row(self.pick_i, self.pick_j, pick)), P["joint"])]
 
         P["gap"].visible = False
+
+    def show_all(self):
+        """Add the plots held back from the first page (predictive, sites, two points)."""
+        more, self._more = self._more, []
+        if more and not self.closed:
+            self.layout.extend(more)
 
     def __panel__(self):
         return self.layout

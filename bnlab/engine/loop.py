@@ -52,6 +52,13 @@ always describe the proposed state, whether or not it was accepted.
 
 The state a diverged step returns is the *best* valid one seen (``state.Best``).
 
+``Engine.step_pure`` reads as one iteration — propose (``propose_pure``), mix
+(``_mixed``), global update, energy, judge (``_judge``), choose the next state
+(``_next_state``), record (``_step_info``) — and each policy is its own method: the
+step control ``_step_size``, ``_ascent_fell`` and ``_next_step_size``; Anderson
+mixing ``_mixed``, ``_mixed_step_worse`` (the residual safeguard) and ``_next_history``;
+the PD/finiteness rejection ``_validity``.
+
 Everything is a pure function of (params, X, y, settings, state), so it jit-compiles
 and vmaps over hyperparameters. ``Engine`` objects are cached per (model structure,
 method, cubature), so repeated calls reuse compiled code.

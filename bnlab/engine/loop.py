@@ -52,12 +52,20 @@ always describe the proposed state, whether or not it was accepted.
 
 The state a diverged step returns is the *best* valid one seen (``state.Best``).
 
+``Engine.step_pure`` reads as one iteration — propose (``propose_pure``), mix
+(``_mixed``), global update, energy, judge (``_judge``), choose the next state
+(``_next_state``), record (``_step_info``) — and each policy is its own method: the
+step control ``_step_size``, ``_ascent_fell`` and ``_next_step_size``; Anderson
+mixing ``_mixed``, ``_mixed_step_worse`` (the residual safeguard) and ``_next_history``;
+the PD/finiteness rejection ``_validity``.
+
 Everything is a pure function of (params, X, y, settings, state), so it jit-compiles
 and vmaps over hyperparameters. ``Engine`` objects are cached per (model structure,
 method, cubature), so repeated calls reuse compiled code.
 """
 from __future__ import annotations
 
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -83,6 +91,23 @@ __all__ = ["Engine", "get_engine", "trace_length"]
 def _cavity_min_precision(marg: Marginals, sites: Sites, alpha):
     P = jax.vmap(inv_small)(marg.cov)
     return min_eigenvalue(P - alpha * sites.prec)
+
+
+class _Mix(NamedTuple):
+    """A step's Anderson mixing: whether the proposal is the mixed iterate, and the
+    secant pair of the current state (flattened sites x_k and the plain step's change
+    G(x_k) − x_k), None for a method that is never mixed."""
+    extrapolated: jnp.ndarray
+    x: Any
+    residual: Any
+
+
+class _Verdict(NamedTuple):
+    """What a step's judgement decided (``Engine._judge``)."""
+    accepted: jnp.ndarray      # valid, not lower in the objective, passed the safeguard
+    diverged: jnp.ndarray      # a plain step that is not PD or not finite: the run stops
+    fell: jnp.ndarray          # rejected by the step control (the objective fell)
+    finite_sites: jnp.ndarray  # the proposed sites are finite (the PSD flags need it)
 
 
 class Engine:
@@ -197,102 +222,70 @@ class Engine:
                           jnp.where(keep[:, None, None], proposal.prec, sites.prec))
         return new_sites, aux, upd.ok
 
+    # -- one iteration: step_pure and the policies it applies ---------------------------
     def step_pure(self, params, X, y, settings, state: State):
-        """One iteration; a step whose posterior is not PD (or that overflows) is rejected
-        and the run diverges, returning the best iterate seen (``State.best``); under
-        the step control a step that lowers the ELBO is rejected and the next one
-        halved, and with ``accelerate`` the proposal is the
-        Anderson-mixed one (module docstring; a rejected mixed step only clears the
-        history)."""
-        # the state's ρ_k under the step control (never above the settings' ρ), else ρ
-        rho = jnp.where(settings.backtrack, jnp.minimum(state.step_size, settings.rho),
-                        settings.rho)
-        plain, aux, _ = self.propose_pure(params, X, y, settings._replace(rho=rho), state)
-        new_sites, extrapolated, history = plain, jnp.asarray(False), state.history
-        if self.accelerated:
-            x, unravel = ravel_pytree(state.sites)
-            residual = ravel_pytree(plain)[0] - x
-            new_sites, extrapolated = self._extrapolated(state, x, residual, unravel, plain,
-                                                         settings)
-        new_marg = self._step_marginals(state.prior, new_sites)
-        new_energy, new_objective, new_derivatives = self._energy(params, y, new_marg,
-                                                                  new_sites, settings)
-        # a PD posterior can still have blown up (the heuristic fix bounds the site
-        # precisions, not the site means); −∞ energies are legitimate, NaN are not
-        finite_sites = jnp.all(jnp.isfinite(new_sites.nat1)) & jnp.all(jnp.isfinite(new_sites.prec))
-        finite = finite_sites & jnp.all(jnp.isfinite(new_marg.mean)) & ~jnp.isnan(new_energy)
-        invalid = ~(new_marg.psd & finite)
-        diverged = invalid & ~extrapolated      # a failed extrapolation is only rejected
-        fell = jnp.asarray(False)
-        if self.method.ascends is not None:
-            slack = ASCENT_SLACK * (1 + jnp.abs(state.objective))
-            fell = settings.backtrack & ~invalid & (new_objective < state.objective - slack)
-        worse = jnp.asarray(False)
-        if self.accelerated and self.accelerated.guard == "residual":
-            candidate = State(state.prior, new_sites, new_marg, aux, new_energy, new_objective,
-                              rho, new_derivatives, history)
-            worse = jax.lax.cond(
-                extrapolated & ~invalid,
-                lambda: self._residual_grew(params, X, y, settings._replace(rho=rho), candidate,
-                                            anderson.relative_norm(residual, x)),
-                lambda: jnp.asarray(False))
-        accepted = ~invalid & ~fell & ~worse
+        """One iteration: propose the damped site update at ρ_k, mix it (``accelerate``),
+        take the global update and the energy, judge the proposal, choose the next state
+        and record the step. A step whose posterior is not PD (or that overflows) is
+        rejected and the run diverges, returning the best iterate seen (``State.best``);
+        under the step control a step that lowers the ELBO is rejected and the next one
+        halved; a rejected Anderson-mixed step only clears the history (module
+        docstring)."""
+        rho = self._step_size(settings, state)
+        at_rho = settings._replace(rho=rho)
+        plain, aux, _ = self.propose_pure(params, X, y, at_rho, state)
+        sites, mix = self._mixed(state, plain, settings)
+        marg = self._step_marginals(state.prior, sites)
+        energy, objective, derivatives = self._energy(params, y, marg, sites, settings)
+        proposal = State(state.prior, sites, marg, aux, energy, objective, rho, derivatives,
+                         state.history)
+        verdict = self._judge(params, X, y, at_rho, state, proposal, mix)
         # the plain step's change: the residual at the current state, whichever step is taken
         change = max_relative_change(state.sites, plain)
         undamped = undamped_change(change, settings.rho, rho)
         best = self._with_best(state, undamped)
+        out = self._next_state(state, proposal, best, verdict,
+                               self._next_history(state, mix, verdict.accepted),
+                               self._next_step_size(rho, verdict.fell, mix.extrapolated))
+        return out, self._step_info(settings, proposal, out, change, undamped, verdict)
 
-        # the new value where accepted, the best iterate's where diverged (module
-        # docstring), else the old one. The prior passes through untouched (a select
-        # over it would copy the N×N factors every step).
-        def keep(new, old, at_best):
-            return jax.tree_util.tree_map(
-                lambda a, b, c: jnp.where(accepted, a, jnp.where(diverged, c, b)),
-                new, old, at_best)
-        if self.accelerated:
-            history = jax.tree_util.tree_map(
-                lambda a, b: jnp.where(accepted, a, b),
-                anderson.push(state.history, x, residual), anderson.clear(state.history))
-        next_rho = jnp.where(fell & ~extrapolated, 0.5 * rho, rho)
-        out = State(state.prior, keep(new_sites, state.sites, best.sites),
-                    keep(new_marg, state.marginals, best.marginals),
-                    keep(aux, state.aux, best.aux), keep(new_energy, state.energy, best.energy),
-                    keep(new_objective, state.objective, best.objective), next_rho,
-                    keep(new_derivatives, state.derivatives, best.derivatives), history,
-                    keep(state.iteration + 1, state.iteration, best.iteration), best)
-        if self.mean_only:           # these methods have no cavity (nor was C computed)
-            cavity_ok, min_cavity = jnp.asarray(True), jnp.asarray(jnp.nan)
-        else:                        # at the proposed state: what a rejection was about
-            cav = _cavity_min_precision(new_marg, new_sites, self._alpha(settings))
-            # like posterior_psd: no verdict on non-finite sites
-            cavity_ok, min_cavity = jnp.all(cav > 0) | ~finite_sites, jnp.min(cav)
-        info = StepInfo(
-            energy=jnp.where(diverged, jnp.nan, out.energy),
-            step_size=rho,
-            max_change=change,
-            posterior_psd=new_marg.psd | ~finite_sites,    # False: finite sites, not PD
-            cavity_psd=cavity_ok,
-            min_site_precision=jnp.min(min_eigenvalue(new_sites.prec)),
-            min_cavity_precision=min_cavity,
-            accepted=accepted, diverged=diverged,
-            converged=accepted & (undamped < settings.tol))
-        return out, info
+    # step control (``Settings.backtrack``)
+    def _step_size(self, settings, state: State):
+        """ρ_k of this step: the state's under the step control (never above the
+        settings' ρ), else ρ."""
+        return jnp.where(settings.backtrack, jnp.minimum(state.step_size, settings.rho),
+                         settings.rho)
 
-    def _residual_grew(self, params, X, y, settings, candidate: State, current_norm):
-        """The residual safeguard: does the plain step from the mixed iterate change the
-        sites (relatively, in 2-norm) more than the plain step from the current one?
-        Its local update reuses the candidate's energy pass, so it costs O(N)."""
-        plain, _, _ = self.propose_pure(params, X, y, settings, candidate)
-        x = ravel_pytree(candidate.sites)[0]
-        return anderson.relative_norm(ravel_pytree(plain)[0] - x, x) > current_norm
+    def _ascent_fell(self, settings, state: State, proposal: State, invalid):
+        """Under the step control, for a method that ascends an objective (the ELBO): does
+        the valid proposal lower it by more than ``ASCENT_SLACK``·(1 + |objective|), i.e.
+        beyond its rounding error? Such a step is rejected. False for the other methods."""
+        if self.method.ascends is None:
+            return jnp.asarray(False)
+        slack = ASCENT_SLACK * (1 + jnp.abs(state.objective))
+        return settings.backtrack & ~invalid & (proposal.objective < state.objective - slack)
 
-    def _extrapolated(self, state: State, x, residual, unravel, plain: Sites, settings):
-        """(proposed sites, whether they are Anderson-mixed): the mixed iterate when
-        ``accelerate`` is on (for the ELBO-guarded methods, with the step control, their
-        safeguard), the history holds the method's ``Mixing.min_history`` secant pairs
-        and, for a ``damped_only`` method, ρ < 1; else the plain damped step. Where the
-        method's sites are non-negative (CVI on a log-concave likelihood) the mixed
-        precisions are clipped at 0, which the cheap √Λ̄ form of the marginals needs."""
+    def _next_step_size(self, rho, fell, extrapolated):
+        """ρ_{k+1}: half ρ_k after a plain step that lowered the objective, else ρ_k. It
+        never grows back (module docstring: the failure near the fixed point is an
+        unstable damped map, which persists); a mixed step that fell keeps ρ_k — the
+        plain step was not tried."""
+        return jnp.where(fell & ~extrapolated, 0.5 * rho, rho)
+
+    # Anderson acceleration (``Settings.accelerate``, ``Method.mixing``)
+    def _mixed(self, state: State, plain: Sites, settings):
+        """(proposed sites, ``_Mix``): the Anderson-mixed iterate when ``accelerate`` is
+        on (for the ELBO-guarded methods, with the step control, their safeguard), the
+        history holds the method's ``Mixing.min_history`` secant pairs and, for a
+        ``damped_only`` method, ρ < 1; else the plain damped step. Where the method's
+        sites are non-negative (CVI on a log-concave likelihood) the mixed precisions are
+        clipped at 0, which the cheap √Λ̄ form of the marginals needs. Without mixing,
+        the plain step and no secant pair."""
+        if not self.accelerated:
+            return plain, _Mix(jnp.asarray(False), None, None)
+        x, unravel = ravel_pytree(state.sites)
+        residual = ravel_pytree(plain)[0] - x
+
         def mixed():
             sites = unravel(anderson.extrapolate(state.history, x, residual))
             if self.nonnegative_sites:
@@ -304,7 +297,105 @@ class Engine:
             use = use & (settings.rho < 1)
         if self.accelerated.guard == "objective":
             use = use & settings.backtrack
-        return jax.lax.cond(use, mixed, lambda: plain), use
+        return jax.lax.cond(use, mixed, lambda: plain), _Mix(use, x, residual)
+
+    def _mixed_step_worse(self, params, X, y, settings, proposal: State, mix, invalid):
+        """The residual safeguard (``Mixing.guard == "residual"``: EP, Power EP, damped
+        Laplace, which ascend nothing the engine evaluates): does the plain step from a
+        valid mixed proposal change the sites (relatively, in 2-norm) more than the plain
+        step from the current state? Its local update reuses the proposal's energy pass,
+        so it costs O(N), and it runs only for a valid mixed proposal. False for the
+        other methods (the ELBO-guarded ones judge a mixed step by ``_ascent_fell``)."""
+        if not (self.accelerated and self.accelerated.guard == "residual"):
+            return jnp.asarray(False)
+
+        def residual_grew():
+            current = anderson.relative_norm(mix.residual, mix.x)
+            plain, _, _ = self.propose_pure(params, X, y, settings, proposal)
+            x = ravel_pytree(proposal.sites)[0]
+            return anderson.relative_norm(ravel_pytree(plain)[0] - x, x) > current
+
+        return jax.lax.cond(mix.extrapolated & ~invalid, residual_grew,
+                            lambda: jnp.asarray(False))
+
+    def _next_history(self, state: State, mix, accepted):
+        """The Anderson history after the step: the secant pair (x_k, G(x_k) − x_k) of
+        the current state pushed where the step was accepted, cleared where it was
+        rejected (the next step is then a plain one)."""
+        if not self.accelerated:
+            return state.history
+        return jax.tree_util.tree_map(
+            lambda a, b: jnp.where(accepted, a, b),
+            anderson.push(state.history, mix.x, mix.residual), anderson.clear(state.history))
+
+    # judging the proposal: validity (PD, finite) and the two rejection tests above
+    def _validity(self, proposal: State):
+        """(valid, finite_sites): the proposal's posterior is PD and its sites, mean and
+        energy finite. A PD posterior can still have blown up (the heuristic fix bounds
+        the site precisions, not the site means); −∞ energies are legitimate, NaN are
+        not."""
+        sites = proposal.sites
+        finite_sites = jnp.all(jnp.isfinite(sites.nat1)) & jnp.all(jnp.isfinite(sites.prec))
+        finite = (finite_sites & jnp.all(jnp.isfinite(proposal.marginals.mean))
+                  & ~jnp.isnan(proposal.energy))
+        return proposal.marginals.psd & finite, finite_sites
+
+    def _judge(self, params, X, y, settings, state: State, proposal: State, mix) -> _Verdict:
+        """Whether the proposal is accepted: valid, not lower in the ascended objective
+        (``_ascent_fell``) and, if mixed, passing the residual safeguard
+        (``_mixed_step_worse``). An invalid plain step diverges the run; an invalid
+        mixed one is only rejected. ``settings`` carries ρ_k."""
+        valid, finite_sites = self._validity(proposal)
+        invalid = ~valid
+        diverged = invalid & ~mix.extrapolated      # a failed extrapolation is only rejected
+        fell = self._ascent_fell(settings, state, proposal, invalid)
+        worse = self._mixed_step_worse(params, X, y, settings, proposal, mix, invalid)
+        return _Verdict(~invalid & ~fell & ~worse, diverged, fell, finite_sites)
+
+    def _next_state(self, state: State, proposal: State, best: Best, verdict: _Verdict,
+                    history, step_size) -> State:
+        """The state after the step: each field a step changes is the proposal's where it
+        was accepted, the best iterate's where the run diverged (module docstring), else
+        the current one (a rejected step keeps its iterate and iteration number). The
+        prior passes through untouched (a select over it would copy the N×N factors
+        every step)."""
+        accepted, diverged = verdict.accepted, verdict.diverged
+
+        def keep(new, old, at_best):
+            return jax.tree_util.tree_map(
+                lambda a, b, c: jnp.where(accepted, a, jnp.where(diverged, c, b)),
+                new, old, at_best)
+        return State(state.prior, keep(proposal.sites, state.sites, best.sites),
+                     keep(proposal.marginals, state.marginals, best.marginals),
+                     keep(proposal.aux, state.aux, best.aux),
+                     keep(proposal.energy, state.energy, best.energy),
+                     keep(proposal.objective, state.objective, best.objective), step_size,
+                     keep(proposal.derivatives, state.derivatives, best.derivatives), history,
+                     keep(state.iteration + 1, state.iteration, best.iteration), best)
+
+    def _step_info(self, settings, proposal: State, out: State, change, undamped,
+                   verdict: _Verdict) -> StepInfo:
+        """The step's trace record. Its PSD flags and minimum site/cavity precisions are
+        the proposed state's (what a rejection was about); its energy the next state's,
+        NaN where the run diverged; ``converged``: accepted with an undamped change
+        below ``tol`` (module docstring)."""
+        sites, marg, finite_sites = proposal.sites, proposal.marginals, verdict.finite_sites
+        if self.mean_only:           # these methods have no cavity (nor was C computed)
+            cavity_ok, min_cavity = jnp.asarray(True), jnp.asarray(jnp.nan)
+        else:
+            cav = _cavity_min_precision(marg, sites, self._alpha(settings))
+            # like posterior_psd: no verdict on non-finite sites
+            cavity_ok, min_cavity = jnp.all(cav > 0) | ~finite_sites, jnp.min(cav)
+        return StepInfo(
+            energy=jnp.where(verdict.diverged, jnp.nan, out.energy),
+            step_size=proposal.step_size,
+            max_change=change,
+            posterior_psd=marg.psd | ~finite_sites,    # False: finite sites, not PD
+            cavity_psd=cavity_ok,
+            min_site_precision=jnp.min(min_eigenvalue(sites.prec)),
+            min_cavity_precision=min_cavity,
+            accepted=verdict.accepted, diverged=verdict.diverged,
+            converged=verdict.accepted & (undamped < settings.tol))
 
     def step(self, params, X, y, settings, state: State):
         """Jitted ``step_pure``. The prior passes through a step unchanged, and returning

@@ -13,7 +13,7 @@ from .hyperparameters import real_number
 from .model import validate_inputs
 
 __all__ = ["infer", "Stepper", "InferenceResult", "validate_settings", "check_max_iters",
-           "prepare_data", "prepare_problem", "MAX_ITERS"]
+           "validate_data", "prepare_problem", "MAX_ITERS"]
 
 
 MAX_ITERS = 100_000
@@ -49,8 +49,11 @@ def validate_settings(method, alpha, damping, max_iters, tol):
         raise ValueError(f"tol must be positive, got {tol}")
 
 
-def prepare_data(model, X, y):
-    """Validated float arrays (X as (N, d), y as (N,)) with matching lengths."""
+def validate_data(model, X, y):
+    """The data as ``infer``, the ``Stepper`` and the studies take them: (X, y) as JAX float
+    arrays, X as (N, d) (a vector is one column), y as (N,), finite and in the
+    likelihood's domain. ValueError, naming the offending rows, otherwise; so a caller
+    can check data before building anything (``bnlab.validate_data``)."""
     X = validate_inputs(X)
     y = model.likelihood.validate_targets(y)
     if X.shape[0] != y.shape[0]:
@@ -60,9 +63,9 @@ def prepare_data(model, X, y):
 
 
 def prepare_problem(model, X, y, params=None):
-    """(X, y, params): validated data (``prepare_data``) and the hyperparameters —
+    """(X, y, params): validated data (``validate_data``) and the hyperparameters —
     ``params``, or the model's own — checked against the model and the input width."""
-    X, y = prepare_data(model, X, y)
+    X, y = validate_data(model, X, y)
     params = model.init_params() if params is None else params
     model.check_params(params, X.shape[1])
     return X, y, params

@@ -225,14 +225,14 @@ def ais_grid(model, X, y, params_list, *, X_test=None, y_test=None, num_temps=10
     [, samples, log_weights]), cancelled)."""
     _validate(num_temps, num_chains, steps_per_temp, max_shrinks)
     model, params_list = exact_model(model, params_list)
-    from ..inference import prepare_data
-    X, y = prepare_data(model, X, y)
+    from ..inference import validate_data
+    X, y = validate_data(model, X, y)
     if X.shape[0] * model.num_latents > MAX_POINTS:
         raise ValueError(f"AIS works with the dense prior covariance of every training "
                          f"latent; {X.shape[0]} points × {model.num_latents} latent(s) is "
                          f"above its limit of {MAX_POINTS} (memory grows as n², set-up as n³)")
     with_test = X_test is not None and y_test is not None
-    Xs, ys = (prepare_data(model, X_test, y_test) if with_test
+    Xs, ys = (validate_data(model, X_test, y_test) if with_test
               else (jnp.zeros((1, X.shape[1])), jnp.zeros(1)))
     settings = (int(num_temps), int(num_chains), int(steps_per_temp), int(max_shrinks))
     P = len(params_list)

@@ -37,7 +37,8 @@ from .. import cubature
 from .._runtime import disk_cache as cache
 from ..posterior import full
 
-__all__ = ["AISResult", "ais", "ais_grid", "ess_step", "effective_sample_size"]
+__all__ = ["AISResult", "ais", "ais_grid", "ess_step", "effective_sample_size",
+           "posterior_key"]
 
 TWO_PI = 2.0 * np.pi
 
@@ -210,6 +211,20 @@ def exact_model(model, params_list):
         raise ValueError(f"AIS needs a bnlab GP model, got {type(model).__name__}")
     exact = GP(list(model.kernels), model.likelihood)
     return exact, [{"kernel": p["kernel"], "likelihood": p["likelihood"]} for p in params_list]
+
+
+def posterior_key(model, X, y, params=None) -> str:
+    """A fingerprint of the posterior that ``ais`` samples for these arguments: the data,
+    the exact model (``exact_model``: a sparse or Markov GP's full GP) and its
+    hyperparameters (``params``, default the model's). Equal keys mean the same exact
+    posterior whatever the approximate method and its settings, so a view keeps its
+    MCMC reference while only those change. The sampler's settings are not part of it:
+    ``ais`` caches each schedule on disk under its own key."""
+    from ..inference import validate_data
+    params = model.init_params() if params is None else params
+    model, (params,) = exact_model(model, [params])
+    X, y = validate_data(model, X, y)
+    return cache.make_key([np.asarray(X), np.asarray(y), repr(model.structure_key())], params)
 
 
 def ais_grid(model, X, y, params_list, *, X_test=None, y_test=None, num_temps=1000,

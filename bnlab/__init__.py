@@ -11,17 +11,25 @@ from ._runtime.xla_cache import enable_xla_cache  # noqa: E402
 
 enable_xla_cache()
 
-from . import cubature, datasets, kernels, likelihoods  # noqa: E402
+from . import cubature, datasets, kernels, likelihoods, methods  # noqa: E402
 from ._runtime.compiled import clear_compiled  # noqa: E402
 from .engine.result import Result  # noqa: E402
-from .inference import InferenceResult, Stepper, infer  # noqa: E402
+from .inference import InferenceResult, Stepper, infer, validate_data  # noqa: E402
 from .methods.registry import METHOD_NAMES  # noqa: E402
 from .model import GP  # noqa: E402
 from .model import SparseGP  # noqa: E402
 from .model import MarkovGP  # noqa: E402
+from . import studies  # noqa: E402
 from .studies import learning, mcmc  # noqa: E402
 from . import gkl  # noqa: E402
 from .studies.surfaces import surface  # noqa: E402
 
-__all__ = ["cubature", "datasets", "kernels", "likelihoods", "GP", "SparseGP", "MarkovGP", "infer", "Stepper", "Result", "InferenceResult",
-           "METHOD_NAMES", "surface", "mcmc", "learning", "gkl", "clear_compiled"]
+#: the public face: these names, and the ``__all__`` of the subpackages and modules among
+#: them (``kernels``, ``likelihoods``, ``datasets``, ``cubature``, ``gkl``, ``methods``,
+#: ``studies``, ``mcmc``, ``learning``), followed down; nothing else, and nothing whose
+#: name starts with an underscore. The lab (``bnlab.ui``) uses only these
+#: (``tests/test_architecture.py``), so what it needs is what scripts can rely on.
+__all__ = ["cubature", "datasets", "kernels", "likelihoods", "methods", "studies", "GP",
+           "SparseGP", "MarkovGP", "infer", "validate_data", "Stepper", "Result",
+           "InferenceResult", "METHOD_NAMES", "surface", "mcmc", "learning", "gkl",
+           "clear_compiled"]

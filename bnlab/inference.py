@@ -11,9 +11,10 @@ from .engine.result import Result
 from .methods.registry import check_method_name
 from .hyperparameters import real_number
 from .model import validate_inputs
+from .posterior import full, joint
 
 __all__ = ["infer", "Stepper", "InferenceResult", "validate_settings", "check_max_iters",
-           "prepare_data", "prepare_problem", "MAX_ITERS"]
+           "validate_data", "prepare_problem", "MAX_ITERS"]
 
 
 MAX_ITERS = 100_000
@@ -49,8 +50,11 @@ def validate_settings(method, alpha, damping, max_iters, tol):
         raise ValueError(f"tol must be positive, got {tol}")
 
 
-def prepare_data(model, X, y):
-    """Validated float arrays (X as (N, d), y as (N,)) with matching lengths."""
+def validate_data(model, X, y):
+    """The data as ``infer``, the ``Stepper`` and the studies take them: (X, y) as JAX float
+    arrays, X as (N, d) (a vector is one column), y as (N,), finite and in the
+    likelihood's domain. ValueError, naming the offending rows, otherwise; so a caller
+    can check data before building anything (``bnlab.validate_data``)."""
     X = validate_inputs(X)
     y = model.likelihood.validate_targets(y)
     if X.shape[0] != y.shape[0]:
@@ -60,9 +64,9 @@ def prepare_data(model, X, y):
 
 
 def prepare_problem(model, X, y, params=None):
-    """(X, y, params): validated data (``prepare_data``) and the hyperparameters —
+    """(X, y, params): validated data (``validate_data``) and the hyperparameters —
     ``params``, or the model's own — checked against the model and the input width."""
-    X, y = prepare_data(model, X, y)
+    X, y = validate_data(model, X, y)
     params = model.init_params() if params is None else params
     model.check_params(params, X.shape[1])
     return X, y, params
@@ -113,7 +117,6 @@ class InferenceResult(Result):
         """Posterior covariance of (f(x_i), f(x_j)), a (2D, 2D) matrix (latents of x_i
         first) — what the lab's cross-covariance ellipses draw. Full GPs use their
         factorisation; Markov GPs have the same posterior, computed densely here."""
-        from .posterior import full, joint
         structure = self.engine.model.structure
         if structure == "full":
             prior = self.state.prior
@@ -158,6 +161,28 @@ class Stepper:
         """One iteration: (next state, ``StepInfo`` of energy, step size, PSD flags,
         convergence and divergence)."""
         return self.engine.step(self.params, self.X, self.y, self.settings, state)
+
+    def predict(self, state: State, X_test):
+        """Latent predictive mean (Ns, D) and covariance blocks (Ns, D, D) at X_test
+        under the q of ``state`` (JAX arrays, latents kept as a dimension; a finished
+        run's ``InferenceResult.predict`` gives the same numbers). Compiled once per
+        engine, so a live view can draw its bands after every step."""
+        Xs = jnp.asarray(validate_inputs(X_test, "X_test", width=self.X.shape[1]))
+        return self.engine.predict(self.params, self.X, state, Xs)
+
+    def joint_covariance(self, state: State, i: int, j: int) -> np.ndarray:
+        """Posterior covariance of (f(x_i), f(x_j)) under the q of ``state``, a (2D, 2D)
+        matrix (latents of x_i first): what the lab's two-point ellipses draw after every
+        step. Read from the state's own factorisation of a full GP, so it agrees with
+        the marginals to round-off. ValueError for other models: a sparse or Markov
+        state holds no factorisation of the joint posterior, and a dense one costs
+        O(N³) a call (``InferenceResult.joint_covariance`` builds it once for a finished
+        Markov run)."""
+        structure = self.model.structure
+        if structure != "full":
+            raise ValueError(f"the covariance of two points during a run needs the full GP "
+                             f"model, not a {structure} one")
+        return np.asarray(joint.joint_covariance(state.prior, state.sites, i, j))
 
     def run(self, max_iters=200) -> InferenceResult:
         """Iterate (compiled, one call) until converged, diverged or ``max_iters``."""

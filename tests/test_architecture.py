@@ -1,8 +1,13 @@
 """The package's import graph follows the pipeline: every import points down the layers
 below (a module may import its own folder and anything in a lower layer, never a higher
-one), so the graph has no cycle and ``ls bnlab`` reads bottom to top."""
+one), so the graph has no cycle and ``ls bnlab`` reads bottom to top. And the lab
+(``bnlab/ui``) uses only the public face, so everything it needs is public API."""
 import ast
+import importlib
+import types
 from pathlib import Path
+
+import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "bnlab"
 
@@ -75,6 +80,110 @@ def test_every_import_points_down_the_layers():
             if RANK[other] >= RANK[unit]:
                 upward.append(f"{rel} imports {target}")
     assert not upward, "imports that do not point down the layers:\n" + "\n".join(upward)
+
+
+def _public_object(path: str):
+    """(object, None) for a public dotted name ``bnlab.a.b…``, else (None, why not). Public
+    (``bnlab/__init__.py``): each part is in the ``__all__`` of the module before it,
+    starting from ``bnlab``, and none starts with an underscore."""
+    parts = path.split(".")
+    obj = importlib.import_module("bnlab")
+    for k, part in enumerate(parts[1:], 1):
+        owner = ".".join(parts[:k])
+        if part.startswith("_"):
+            return None, f"{path}: {part!r} is private (leading underscore)"
+        if not isinstance(obj, types.ModuleType):
+            return obj, None           # an attribute of a public class or object
+        if part not in getattr(obj, "__all__", ()):
+            return None, f"{path}: {part!r} is not in {owner}.__all__"
+        obj = getattr(obj, part)
+    return obj, None
+
+
+def _chain(node):
+    """['a', 'b', 'c'] for the expression a.b.c, else None."""
+    names = []
+    while isinstance(node, ast.Attribute):
+        names.append(node.attr)
+        node = node.value
+    return [node.id] + names[::-1] if isinstance(node, ast.Name) else None
+
+
+def private_uses(source: str, module: str) -> list[str]:
+    """What the code of ``module`` (a dotted name in ``bnlab.ui``) takes from bnlab that is
+    not public: each import of a bnlab name (``import``, ``from … import``, relative
+    ones resolved), and each attribute read through an imported bnlab module
+    (``bnlab.inference.f`` after ``import bnlab``). The UI's own modules are exempt."""
+    package = module.split(".")[:-1]
+    tree = ast.parse(source)
+    found, bound = [], {}                      # bound: local name → dotted bnlab name
+
+    def check(path, local=None):
+        if path == "bnlab.ui" or path.startswith("bnlab.ui."):
+            return
+        obj, why = _public_object(path)
+        if why:
+            found.append(why)
+        elif local and isinstance(obj, types.ModuleType):
+            bound[local] = path
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == "bnlab" or alias.name.startswith("bnlab."):
+                    check(alias.name, alias.asname)
+                    if alias.asname is None:
+                        bound["bnlab"] = "bnlab"
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module.split(".") if node.module else []
+            if node.level:
+                base = package[: len(package) - node.level + 1] + base
+            if not base or base[0] != "bnlab":
+                continue
+            for alias in node.names:
+                check(".".join(base + [alias.name]), alias.asname or alias.name)
+    inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    for node in ast.walk(tree):                # outermost attribute chains only
+        if isinstance(node, ast.Attribute) and id(node) not in inner:
+            names = _chain(node)
+            if names and names[0] in bound:
+                check(".".join([bound[names[0]]] + names[1:]))
+    return found
+
+
+def test_the_lab_uses_only_public_names():
+    """Every bnlab name a ``bnlab/ui`` module imports or reads through an imported bnlab
+    module is public: what the lab needs, scripts can rely on too."""
+    private = []
+    for path in sorted((PACKAGE / "ui").rglob("*.py")):
+        module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        private += [f"{module}: {why}" for why in private_uses(path.read_text(), module)]
+    assert not private, "the lab uses names that are not public:\n" + "\n".join(private)
+
+
+@pytest.mark.parametrize("source", [
+    "from bnlab._runtime import disk_cache",
+    "from bnlab.methods.registry import REGISTRY",
+    "from ..methods.registry import REGISTRY",
+    "import bnlab.posterior.joint",
+    "from bnlab.studies.mcmc import exact_model",
+    "import bnlab\nbnlab.inference.validate_data",
+    "from bnlab import mcmc\nmcmc.exact_model(None, [])",
+    "from bnlab.studies import mcmc as m\nm.cache.make_key",
+])
+def test_private_uses_finds(source):
+    """The check sees each way the lab reached past the public face."""
+    assert private_uses(source, "bnlab.ui.example"), source
+
+
+def test_private_uses_passes_public_names():
+    """…and passes public names, however imported, and the UI's own modules."""
+    source = ("import bnlab\nimport bnlab.studies.mcmc\nfrom bnlab import datasets\n"
+              "from bnlab.methods import REGISTRY\nfrom ..gkl import COVARIANCES\n"
+              "from . import catalog\nfrom .runner import Runner\n"
+              "bnlab.likelihoods.LIKELIHOODS\ndatasets.load\nbnlab.Stepper.predict\n"
+              "bnlab.studies.mcmc.posterior_key\ncatalog.anything._private")
+    assert private_uses(source, "bnlab.ui.example") == []
 
 
 def test_every_family_returns_the_one_result_type():

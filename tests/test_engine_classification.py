@@ -319,6 +319,36 @@ def test_joint_covariance_matches_dense_inverse(structure):
     np.testing.assert_allclose(res.joint_covariance(3, 17), C[np.ix_([3, 17], [3, 17])], atol=1e-9)
 
 
+def test_stepper_predicts_and_covaries_as_the_finished_result():
+    """What the lab draws after each step (``Stepper.predict``, ``Stepper.joint_covariance``
+    and ``likelihoods.predictive_moments``) is what a finished run reports at the same
+    state; a Markov state has no joint factorisation to read during a run."""
+    X, y = _data(25, 10)
+    model = bnlab.GP(bnlab.kernels.Matern52(1.1, 1.7), bnlab.likelihoods.Bernoulli())
+    stepper = bnlab.Stepper(model, X, y, "ep")
+    res = stepper.run(max_iters=300)
+    Xs = np.linspace(-3, 3, 7)[:, None]
+    mean, cov = stepper.predict(res.state, Xs)
+    assert mean.shape == (7, 1) and cov.shape == (7, 1, 1)
+    m_res, v_res = res.predict(Xs)
+    np.testing.assert_allclose(np.asarray(mean)[:, 0], m_res, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(cov)[:, 0, 0], v_res, atol=1e-12)
+    np.testing.assert_allclose(stepper.joint_covariance(res.state, 3, 17),
+                               res.joint_covariance(3, 17), atol=1e-12)
+    lik = model.likelihood
+    ey, vy = bnlab.likelihoods.predictive_moments(lik, res.params["likelihood"], mean, cov)
+    for n in (0, 3, 6):
+        e, v = lik.predictive_moments(res.params["likelihood"], mean[n], cov[n], None)
+        assert float(ey[n]) == pytest.approx(float(e), abs=1e-12)
+        assert float(vy[n]) == pytest.approx(float(v), abs=1e-12)
+    markov = bnlab.Stepper(bnlab.MarkovGP(kernel=bnlab.kernels.Matern52(1.1, 1.7),
+                                          likelihood=bnlab.likelihoods.Bernoulli()), X, y, "ep")
+    with pytest.raises(ValueError, match="needs the full GP model, not a markov one"):
+        markov.joint_covariance(markov.init(), 3, 17)
+    with pytest.raises(ValueError, match="X_test has 2 column"):
+        stepper.predict(res.state, np.ones((3, 2)))
+
+
 def test_bernoulli_probit_predictive_moments_in_the_tails():
     """E[y*] = p − q, Var[y*] = 4pq with p = Φ(m/√(1 + v)) (R&W eq. 3.82) against
     scipy's ndtr, out to m/√(1 + v) = ±30, where 4p(1 − p) would round to 0."""

@@ -97,6 +97,26 @@ def test_cache_key_depends_on_every_part():
     assert a != cache.make_key(np.ones(3), {"v": 1.0}, "logit")
 
 
+def test_posterior_key_names_the_exact_posterior():
+    """``posterior_key``: a sparse or Markov model shares its exact full GP's key (AIS
+    samples that GP); data and hyperparameters change it, the sampler's settings do not
+    enter it."""
+    ds = bnlab.datasets.load("classification_1d", n=12)
+    kernel, lik = bnlab.kernels.Matern32(lengthscale=0.8), bnlab.likelihoods.Bernoulli("probit")
+    full = bnlab.GP(kernel, lik)
+    key = bnlab.mcmc.posterior_key(full, ds.X, ds.y)
+    assert key == bnlab.mcmc.posterior_key(bnlab.MarkovGP(kernel=kernel, likelihood=lik), ds.X, ds.y)
+    sparse = bnlab.SparseGP(kernel=kernel, likelihood=lik, inducing=np.linspace(-2, 2, 4)[:, None])
+    assert key == bnlab.mcmc.posterior_key(sparse, ds.X, ds.y)
+    params = full.init_params()
+    assert key == bnlab.mcmc.posterior_key(full, ds.X[:, 0], ds.y, params)
+    params["kernel"][0]["lengthscale"] = params["kernel"][0]["lengthscale"] * 1.01
+    assert key != bnlab.mcmc.posterior_key(full, ds.X, ds.y, params)
+    assert key != bnlab.mcmc.posterior_key(full, ds.X, -ds.y)
+    assert key != bnlab.mcmc.posterior_key(bnlab.GP(kernel, bnlab.likelihoods.Bernoulli("logit")),
+                                           ds.X, ds.y)
+
+
 def test_ais_refuses_data_too_large_for_its_dense_state():
     X = np.linspace(0, 1, 5001)[:, None]
     y = np.where(np.sin(20 * X[:, 0]) > 0, 1.0, -1.0)

@@ -50,6 +50,22 @@ def test_constructors_reject_bad_hyperparameters(make, error, match):
         make()
 
 
+# ---- data --------------------------------------------------------------------------------
+
+def test_validate_data_checks_what_infer_takes():
+    """``bnlab.validate_data``: X as (N, d), y as (N,), before anything is built; bad rows
+    and mismatched lengths named."""
+    model = _gaussian_gp()
+    Xv, yv = bnlab.validate_data(model, X[:, 0], Y_REG)
+    assert Xv.shape == (12, 1) and yv.shape == (12,)
+    bad = Y_REG.copy()
+    bad[[2, 5]] = np.nan
+    with pytest.raises(ValueError, match=r"rows \[2, 5\]"):
+        bnlab.validate_data(model, X, bad)
+    with pytest.raises(ValueError, match="X has 12 rows but y has 11 entries"):
+        bnlab.validate_data(model, X, Y_REG[:11])
+
+
 # ---- infer(params=...) ---------------------------------------------------------------
 
 def _with(kernel=None, likelihood=None, model=None):

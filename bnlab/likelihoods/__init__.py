@@ -13,6 +13,9 @@ Each likelihood gives, as pure functions of its parameter dict:
   cubature otherwise;
 - ``validate_targets(y)`` — a ValueError that names the offending rows.
 
+``predictive_moments(likelihood, params, mean, cov)`` evaluates E[y] and Var[y] at many
+points in one compiled call (``predictive.py``).
+
 Flags used by the engine: ``num_latents`` (D), ``log_concave`` (site precisions of
 Laplace/VI/EP stay non-negative, which allows the fast B = I + W½KW½ factorisation),
 ``gaussian_form`` (p(y|f) = N(y | E[y|f], Cov[y|f]) exactly, eq. 33, so the residual
@@ -22,11 +25,12 @@ from .base import Likelihood
 from .bernoulli import Bernoulli
 from .gaussian import Gaussian, Heteroscedastic
 from .poisson import Poisson
+from .predictive import predictive_moments
 from .product import Product
 from .robust import Laplace, StudentT
 
 __all__ = ["Likelihood", "Gaussian", "Bernoulli", "Poisson", "StudentT", "Laplace",
-           "Heteroscedastic", "Product", "LIKELIHOODS"]
+           "Heteroscedastic", "Product", "LIKELIHOODS", "predictive_moments"]
 
 LIKELIHOODS = {"gaussian": Gaussian, "bernoulli": Bernoulli, "probit": lambda: Bernoulli("probit"),
                "logit": lambda: Bernoulli("logit"), "poisson": Poisson, "student_t": StudentT,

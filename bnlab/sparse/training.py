@@ -32,7 +32,7 @@ import optax
 from jax.scipy.linalg import solve_triangular
 
 from .. import cubature
-from ..inference import prepare_data
+from ..inference import validate_data
 from ..likelihoods import Gaussian
 from ..posterior.sparse import projection
 from .bounds import _log1p_over_alpha, _logdet_over_alpha
@@ -200,7 +200,7 @@ def fit_minibatch(model, X, y, params=None, *, kind=None, alpha=0.0, batch_size=
         raise ValueError(f"ng_step must lie in (0, 1], got {ng_step}")
     if not 0 <= alpha <= 1:
         raise ValueError(f"alpha must lie in [0, 1], got {alpha}")
-    X, y = prepare_data(model, X, y)
+    X, y = validate_data(model, X, y)
     N = X.shape[0]
     params = model.init_params(X) if params is None else dict(params)
     if "inducing" not in params:

@@ -1,5 +1,17 @@
 """Studies built on ``infer``: marginal-likelihood ``surfaces`` over hyperparameter grids
 (their ``surface_blocks`` schedule, on every local device (``devices``), on a Dask
 cluster (``dask_blocks``), resumable from a Zarr ``store``), the ``mcmc`` gold standard
-(annealed importance sampling), hyperparameter ``learning`` and the frozen-site EP
-baseline (``alternated_ep``)."""
+(annealed importance sampling), hyperparameter ``learning``, the frozen-site EP
+baseline (``alternated_ep``) and Power EP's per-point picture (``tilted``).
+
+Public here, for scripts and the lab (``__all__``): ``surface`` and ``tilted_marginal``,
+and the modules ``mcmc``, ``learning`` and ``alternated_ep``, whose own ``__all__`` say
+what they offer. ``alternated_ep`` is exported as its module, not its function of the
+same name: binding the function here would hide the submodule
+(``import bnlab.studies.alternated_ep as m`` would give the function). The schedule,
+device, Dask and store modules are the surfaces' machinery, not public."""
+from . import alternated_ep, learning, mcmc
+from .surfaces import surface
+from .tilted import tilted_marginal
+
+__all__ = ["surface", "tilted_marginal", "mcmc", "learning", "alternated_ep"]

@@ -34,7 +34,7 @@ from scipy.optimize import minimize
 from .._runtime.compiled import CompiledCache
 from ..engine.loop import get_engine
 from ..engine.state import make_settings
-from ..inference import InferenceResult, infer, prepare_data
+from ..inference import InferenceResult, infer, validate_data
 from .learning import LearningResult, learnable, result_from_history
 
 __all__ = ["alternated_ep", "frozen_site_gaussian_term"]
@@ -81,7 +81,7 @@ def alternated_ep(model, X, y, *, params=None, learn=None, damping=0.5, max_iter
     if model.num_latents != 1 or model.structure != "full":
         raise ValueError("alternated_ep needs a full GP with one latent function "
                          f"(got structure={model.structure!r}, {model.num_latents} latents)")
-    X, y = prepare_data(model, X, y)
+    X, y = validate_data(model, X, y)
     params = model.init_params() if params is None else params
     names, to_free, from_free = learnable(model, params, learn)
     start = infer(model, X, y, method="ep", params=params, damping=damping,

@@ -36,7 +36,7 @@ import optax
 from .._runtime.compiled import CompiledCache
 from ..engine.loop import get_engine
 from ..engine.state import make_settings
-from ..inference import prepare_data, prepare_problem, validate_settings
+from ..inference import prepare_problem, validate_data, validate_settings
 
 __all__ = ["LearningResult", "joint", "hybrid", "learnable", "objective_gradient"]
 
@@ -112,7 +112,7 @@ def _fixed_site_objective(engine, from_free, unroll):
 def objective_gradient(model, X, y, method, params, sites, *, learn=None, alpha=1.0,
                        cubature=("gauss_hermite", 20)):
     """(energy, d energy / d log θ) at converged ``sites`` — the gradient ``joint`` uses."""
-    X, y = prepare_data(model, X, y)
+    X, y = validate_data(model, X, y)
     engine = get_engine(model, method, cubature)
     names, to_free, from_free = learnable(model, params, learn)
     objective = _fixed_site_objective(engine, from_free, _unroll(engine))

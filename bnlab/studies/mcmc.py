@@ -37,7 +37,8 @@ from .. import cubature
 from .._runtime import disk_cache as cache
 from ..posterior import full
 
-__all__ = ["AISResult", "ais", "ais_grid", "ess_step", "effective_sample_size"]
+__all__ = ["AISResult", "ais", "ais_grid", "ess_step", "effective_sample_size",
+           "posterior_key"]
 
 TWO_PI = 2.0 * np.pi
 
@@ -212,6 +213,20 @@ def exact_model(model, params_list):
     return exact, [{"kernel": p["kernel"], "likelihood": p["likelihood"]} for p in params_list]
 
 
+def posterior_key(model, X, y, params=None) -> str:
+    """A fingerprint of the posterior that ``ais`` samples for these arguments: the data,
+    the exact model (``exact_model``: a sparse or Markov GP's full GP) and its
+    hyperparameters (``params``, default the model's). Equal keys mean the same exact
+    posterior whatever the approximate method and its settings, so a view keeps its
+    MCMC reference while only those change. The sampler's settings are not part of it:
+    ``ais`` caches each schedule on disk under its own key."""
+    from ..inference import validate_data
+    params = model.init_params() if params is None else params
+    model, (params,) = exact_model(model, [params])
+    X, y = validate_data(model, X, y)
+    return cache.make_key([np.asarray(X), np.asarray(y), repr(model.structure_key())], params)
+
+
 def ais_grid(model, X, y, params_list, *, X_test=None, y_test=None, num_temps=1000,
              num_chains=16, steps_per_temp=1, max_shrinks=50, seed=0, chunk_size=7,
              use_cache=True, keep_samples=False, progress=None, cancel=None, devices=None,
@@ -225,14 +240,14 @@ def ais_grid(model, X, y, params_list, *, X_test=None, y_test=None, num_temps=10
     [, samples, log_weights]), cancelled)."""
     _validate(num_temps, num_chains, steps_per_temp, max_shrinks)
     model, params_list = exact_model(model, params_list)
-    from ..inference import prepare_data
-    X, y = prepare_data(model, X, y)
+    from ..inference import validate_data
+    X, y = validate_data(model, X, y)
     if X.shape[0] * model.num_latents > MAX_POINTS:
         raise ValueError(f"AIS works with the dense prior covariance of every training "
                          f"latent; {X.shape[0]} points × {model.num_latents} latent(s) is "
                          f"above its limit of {MAX_POINTS} (memory grows as n², set-up as n³)")
     with_test = X_test is not None and y_test is not None
-    Xs, ys = (prepare_data(model, X_test, y_test) if with_test
+    Xs, ys = (validate_data(model, X_test, y_test) if with_test
               else (jnp.zeros((1, X.shape[1])), jnp.zeros(1)))
     settings = (int(num_temps), int(num_chains), int(steps_per_temp), int(max_shrinks))
     P = len(params_list)

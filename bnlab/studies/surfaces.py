@@ -40,7 +40,7 @@ from .._runtime.compiled import CompiledCache
 from ..engine.energies import energy as compute_energy
 from ..engine.loop import get_engine, trace_length
 from ..engine.state import Settings
-from ..inference import prepare_data, prepare_problem, validate_settings
+from ..inference import prepare_problem, validate_data, validate_settings
 from ..methods.registry import check_method_name
 from ..sites import Sites, init_sites
 from .devices import local_devices, pad_to, sharded
@@ -296,7 +296,7 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
     X, y, base = prepare_problem(model, X, y, params)
     with_test = X_test is not None and y_test is not None
     if with_test:
-        X_test, y_test = prepare_data(model, X_test, y_test)
+        X_test, y_test = validate_data(model, X_test, y_test)
     method_options = method_options or {}
     N, D = X.shape[0], model.num_latents
     chunk = int(chunk_size) if chunk_size is not None else shape[1]

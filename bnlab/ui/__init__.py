@@ -1,7 +1,8 @@
 """The lab's Panel/HoloViews user interface: ``panel serve apps/lab.py --warm``, or
 ``bnlab.ui.Lab()`` as the last expression of a Jupyter cell (after ``pn.extension()``).
 
-The engine (``bnlab`` proper) never imports this package; the UI only calls the engine.
+The engine (``bnlab`` proper) never imports this package; the UI only calls the engine,
+through its public names (``bnlab.__all__`` followed down; ``tests/test_architecture.py``).
 """
 import holoviews as hv
 

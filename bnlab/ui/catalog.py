@@ -5,7 +5,7 @@ from __future__ import annotations
 
 
 from bnlab import kernels, likelihoods
-from bnlab.methods.registry import HEURISTIC_BASES, METHOD_NAMES, REGISTRY
+from bnlab.methods import HEURISTIC_BASES, METHOD_NAMES, REGISTRY
 
 DATASETS = {
     "classification_1d": "Classification (1-D, ±1 labels)",

@@ -88,8 +88,8 @@ def surprising_point(sweep: dict) -> int:
 
 def point_picture(sweep: dict, index: int, point: int):
     """q(fᵢ), the cavity and the tilted distribution at data point ``point`` for the
-    swept α number ``index`` (``bnlab.studies.tilted``)."""
-    from bnlab.studies.tilted import tilted_marginal
+    swept α number ``index`` (``bnlab.studies.tilted_marginal``)."""
+    from bnlab.studies import tilted_marginal
     a = sweep["alpha"][index]
     p = sweep["problem"]
     where = (f"point {point} (x = {float(p.x_plot[point]):.3g}, "

@@ -1,5 +1,5 @@
 """The MCMC reference for the live view: posterior band and samples of latent pairs
-from ``bnlab.studies.mcmc`` (the gold standard), with the
+from ``bnlab.mcmc`` (the gold standard), with the
 numbers that say how far to trust it: the AIS effective sample size and the standard
 error of log p(y)."""
 from __future__ import annotations
@@ -31,13 +31,10 @@ class MCMCReference:
 
     @staticmethod
     def problem_key(problem) -> str:
-        """What the exact posterior depends on: data, the exact model AIS samples (a
-        sparse or Markov model's full GP), hyperparameters."""
+        """What the exact posterior depends on (``bnlab.mcmc.posterior_key``): data, the
+        exact model AIS samples (a sparse or Markov model's full GP), hyperparameters."""
         from bnlab import mcmc
-        from bnlab._runtime import disk_cache as cache
-        model, (params,) = mcmc.exact_model(problem.model, [problem.params])
-        return cache.make_key([np.asarray(problem.X), np.asarray(problem.y),
-                               repr(model.structure_key())], params)
+        return mcmc.posterior_key(problem.model, problem.X, problem.y, problem.params)
 
     def keep_for(self, problem) -> bool:
         """Keep the samples if they belong to ``problem``'s posterior, else drop them."""
@@ -56,8 +53,8 @@ class MCMCReference:
     def compute(self, problem, num_temps=None, num_chains=NUM_CHAINS,
                 steps_per_temp=STEPS_PER_TEMP, seed=0):
         """Annealed importance sampling with elliptical-slice transitions
-        (``bnlab.studies.mcmc.ais``): weighted posterior samples of the latents."""
-        from bnlab.studies import mcmc
+        (``bnlab.mcmc.ais``): weighted posterior samples of the latents."""
+        from bnlab import mcmc
         num_temps = self.next_schedule(problem) if num_temps is None else int(num_temps)
         res = mcmc.ais(problem.model, problem.X, problem.y, params=problem.params,
                        num_temps=num_temps, num_chains=num_chains,

@@ -13,7 +13,6 @@ import numpy as np
 
 import bnlab
 from bnlab import datasets
-from bnlab.inference import prepare_data
 
 from . import catalog
 from .settings import LabSettings
@@ -168,7 +167,7 @@ def build_problem(settings: LabSettings) -> Problem:
     except ValueError as exc:
         raise SettingError("model", str(exc)) from exc
     try:
-        Xj, yj = prepare_data(model, X, data.y)
+        Xj, yj = bnlab.validate_data(model, X, data.y)
     except ValueError as exc:
         raise SettingError("likelihood", f"these data do not fit the likelihood: {exc}") from exc
     X = np.asarray(Xj)

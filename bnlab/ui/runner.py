@@ -6,29 +6,14 @@ from __future__ import annotations
 import threading
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 import bnlab
-from bnlab import cubature
-from bnlab._runtime.compiled import CompiledCache
+from bnlab.likelihoods import predictive_moments
 
 from .problem import Problem
 
-__all__ = ["Runner", "GKLRunner", "make_runner", "band_function", "ellipse_points"]
-
-_BAND_FNS = CompiledCache(maxsize=48)
-
-
-def band_function(engine):
-    """jit(params, X, state, Xs) → latent mean/cov and predictive E[y], Var[y] at Xs
-    (compiled once per engine)."""
-    def bands(params, X, state, Xs):
-        mean, cov = engine.predict_pure(params, X, state, Xs)
-        ey, vy = jax.vmap(lambda m, C: engine.lik.predictive_moments(
-            params["likelihood"], m, C, engine.rule))(mean, cov)
-        return mean, cov, ey, vy
-    return _BAND_FNS.get(engine, lambda: jax.jit(bands))
+__all__ = ["Runner", "GKLRunner", "make_runner", "ellipse_points"]
 
 
 #: iterations with an unchanged energy after which a run is stopped as stalled: a
@@ -97,13 +82,11 @@ class Runner(_Run):
         if method == "gkl":
             raise ValueError("G-KL has no site steps: use GKLRunner (make_runner does)")
         self.problem, self.method = problem, method
+        self.cubature = ("gauss_hermite", int(cubature_order))
         self.stepper = bnlab.Stepper(problem.model, problem.X, problem.y, method, alpha=alpha,
                                      damping=rho, tol=tol, backtracking=backtrack,
                                      acceleration=accelerate, params=problem.params,
-                                     cubature=("gauss_hermite", int(cubature_order)),
-                                     **dict(options))
-        self.engine, self.settings = self.stepper.engine, self.stepper.settings
-        self._bands = band_function(self.engine)
+                                     cubature=self.cubature, **dict(options))
         super().__init__(max_iters)
         self.reset()
         # compile the step now (once per engine and data shape), not on the first click
@@ -150,22 +133,21 @@ class Runner(_Run):
     # -- plot data ------------------------------------------------------------------
     def _compute_snapshot(self):
         p, st = self.problem, self.state
-        mean, cov, ey, vy = jax.device_get(self._bands(p.params, p.X, st, p.Xs))
-        sites = jax.device_get(st.sites)
+        mean, cov = self.stepper.predict(st, p.Xs)
+        ey, vy = predictive_moments(p.model.likelihood, p.params["likelihood"], mean, cov,
+                                    self.cubature)
+        mean, cov, ey, vy, sites = jax.device_get((mean, cov, ey, vy, st.sites))
         return _assemble(self, mean, cov, ey, vy, np.asarray(sites.nat1)[:, 0],
                          np.asarray(sites.prec)[:, 0, 0])
 
     # -- two-point view -------------------------------------------------------------
     def joint(self, i: int, j: int):
-        """Mean (2,) and covariance (2, 2) of (f₁(x_i), f₁(x_j)) under the current q."""
-        from bnlab.posterior.full import FullPrior
-        from bnlab.posterior.joint import joint_covariance
+        """Mean (2,) and covariance (2, 2) of (f₁(x_i), f₁(x_j)) under the current q
+        (``Stepper.joint_covariance``: full GP models only, a ValueError otherwise)."""
         with self._lock:
             st = self.state
-            if not isinstance(st.prior, FullPrior):
-                raise ValueError("the two-point view needs the full GP model")
             D = st.sites.nat1.shape[1]
-            C = np.asarray(joint_covariance(st.prior, st.sites, i, j))[np.ix_([0, D], [0, D])]
+            C = self.stepper.joint_covariance(st, i, j)[np.ix_([0, D], [0, D])]
             m = np.asarray(st.marginals.mean)[[i, j], 0]
         return m, C
 
@@ -233,8 +215,7 @@ class GKLRunner(_Run):
 
     def __init__(self, problem: Problem, *, covariance="full", band=None, rank=None,
                  cubature_order=20, tol=1e-8, max_iters=500):
-        from bnlab.model import GP
-        if type(problem.model) is not GP or problem.model.num_latents != 1:
+        if type(problem.model) is not bnlab.GP or problem.model.num_latents != 1:
             raise ValueError("G-KL needs the full GP model with a one-latent likelihood")
         self.problem, self.method = problem, "gkl"
         self.options = {"covariance": covariance, "band": band, "rank": rank}
@@ -288,8 +269,8 @@ class GKLRunner(_Run):
         else:
             m, v = self.result.predict(np.asarray(p.Xs))
             mean, cov = np.asarray(m)[:, None], np.asarray(v)[:, None, None]
-        ey, vy = jax.device_get(_predictive_moments(p.model.likelihood, self.cubature)(
-            p.params["likelihood"], jnp.asarray(mean), jnp.asarray(cov)))
+        ey, vy = jax.device_get(predictive_moments(p.model.likelihood, p.params["likelihood"],
+                                                   mean, cov, self.cubature))
         return _assemble(self, mean, cov, ey, vy, np.full(N, np.nan), np.full(N, np.nan))
 
     def joint(self, i: int, j: int):
@@ -301,20 +282,6 @@ class GKLRunner(_Run):
         return m, C
 
     joint_view = Runner.joint_view
-
-
-_MOMENT_FNS = CompiledCache(maxsize=16)
-
-
-def _predictive_moments(lik, cubature_spec):
-    """jit(lik params, means (Ns, 1), covs (Ns, 1, 1)) → predictive E[y], Var[y]."""
-    key = (lik.structure_key(), tuple(cubature_spec))
-
-    def build():
-        rule = cubature.make_rule(cubature_spec[0], cubature_spec[1], 1)
-        return jax.jit(lambda lp, m, C: jax.vmap(
-            lambda mn, Cn: lik.predictive_moments(lp, mn, Cn, rule))(m, C))
-    return _MOMENT_FNS.get(key, build)
 
 
 def make_runner(problem: Problem, settings):

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import param
 
-from ..gkl import COVARIANCES
-from ..methods.registry import REGISTRY
+from bnlab.gkl import COVARIANCES
+from bnlab.methods import REGISTRY
+
 from . import catalog
 from .presets import preset_changes
 

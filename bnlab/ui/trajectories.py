@@ -32,8 +32,7 @@ def learn_trajectories(problem, axes, labels, *, damping=0.5, cubature=("gauss_h
     """Run each learner in ``labels`` over the two ``axes`` (the other hyperparameters
     stay at the sidebar's values); returns {label: Trajectory}. Raises ValueError naming
     an axis that cannot be learned (the PEP power α, say)."""
-    from bnlab.studies import learning
-    from bnlab.studies.alternated_ep import alternated_ep
+    from bnlab.studies import alternated_ep, learning
     out = {}
     for label in labels:
         procedure, method, colour = LEARNERS[label]
@@ -42,8 +41,8 @@ def learn_trajectories(problem, axes, labels, *, damping=0.5, cubature=("gauss_h
             res = learning.joint(problem.model, problem.X, problem.y, method=method,
                                  damping=damping, steps=JOINT_STEPS, **common)
         elif procedure == "alternated_ep":
-            res, _ = alternated_ep(problem.model, problem.X, problem.y, damping=damping,
-                                   **common)
+            res, _ = alternated_ep.alternated_ep(problem.model, problem.X, problem.y,
+                                                 damping=damping, **common)
         else:
             res = learning.hybrid(problem.model, problem.X, problem.y, outer=HYBRID_OUTER,
                                   **common)

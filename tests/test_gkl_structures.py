@@ -16,7 +16,6 @@ RANKED = {"banded": {"band": 2}, "chevron": {"rank": 3}, "subspace": {"rank": 2}
 
 def dense_bound(m, S, mu, Sigma, H, log_lik):
     """eq. (7) in NumPy, site expectations by a 60-point Gauss–Hermite rule."""
-    D = len(m)
     x, w = np.polynomial.hermite.hermgauss(60)
     z, w = np.sqrt(2) * x, w / np.sqrt(np.pi)
     mn, sn = H @ m, np.sqrt(np.einsum("nd,de,ne->n", H, S, H))

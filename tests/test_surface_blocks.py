@@ -56,7 +56,7 @@ def test_padding_repeats_the_last_point():
 def test_pool_respects_dependencies_runs_rows_together_and_cancels():
     blocks = plan_blocks((4, 3), 3, warm_start=True)       # column, then 4 row blocks
     index = {id(b): i for i, b in enumerate(blocks)}
-    started, done, active, most = {}, set(), [0], [0]
+    done, active, most = set(), [0], [0]
     lock = threading.Lock()
 
     def solve(blocks):

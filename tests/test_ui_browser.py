@@ -1,5 +1,4 @@
 """The lab in a real browser (Playwright + Debian chromium); one server per module."""
-import re
 
 import pytest
 

@@ -215,8 +215,8 @@ def _alpha_cell(method, alpha):
 class CompareView(pn.viewable.Viewer):
     method_a = param.Selector(default="laplace", objects=SITE_METHODS)
     method_b = param.Selector(default="ep", objects=SITE_METHODS)
-    alpha_a = param.Number(default=0.5, bounds=(0.01, 1.0), doc="α of method A (PEP methods)")
-    alpha_b = param.Number(default=0.5, bounds=(0.01, 1.0), doc="α of method B (PEP methods)")
+    alpha_a = param.Number(default=0.5, bounds=(0.001, 1.0), doc="α of method A (PEP methods)")
+    alpha_b = param.Number(default=0.5, bounds=(0.001, 1.0), doc="α of method B (PEP methods)")
     rho_a = param.Number(default=0.5, bounds=(0.01, 1.0), doc="damping ρ of method A")
     rho_b = param.Number(default=0.5, bounds=(0.01, 1.0), doc="damping ρ of method B")
     alpha_index = param.Integer(default=len(ALPHAS) // 2, bounds=(0, len(ALPHAS) - 1))

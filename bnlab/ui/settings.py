@@ -42,7 +42,7 @@ class LabSettings(param.Parameterized):
     num_inducing = param.Integer(default=20, bounds=(2, 500))
     method = param.Selector(default="vi", objects=list(catalog.METHODS))
     base = param.Selector(default="vi", objects=list(catalog.BASES))
-    alpha = param.Number(default=0.5, bounds=(0.01, 1.0))
+    alpha = param.Number(default=0.5, bounds=(0.001, 1.0))
     rho = param.Number(default=0.5, bounds=(0.01, 1.0))
     backtrack = param.Boolean(default=True, doc="reject a step that lowers the ELBO and "
                               "halve ρ (the methods that ascend it: vi, vi_riemann, ep_like)")

@@ -62,6 +62,20 @@ def _return_freed_memory():
         pass
 
 
+class LabTemplate(pn.template.FastListTemplate):
+    """The lab's page, its Bokeh document built with the document's model index frozen:
+    every editable slider links its number box to its slider in JavaScript, and each
+    link made Bokeh walk the page's ≈ 800 models again (benchmarks/README.md, "App
+    load"); frozen, it walks them once."""
+
+    def server_doc(self, doc=None, title=None, location=True):
+        target = doc if doc is not None else pn.state.curdoc
+        if target is None:
+            return super().server_doc(doc, title=title, location=location)
+        with target.models.freeze():
+            return super().server_doc(target, title=title, location=location)
+
+
 class Lab(pn.viewable.Viewer):
     #: the labs of this process not yet garbage-collected (reported when one closes)
     _alive = weakref.WeakSet()
@@ -148,7 +162,7 @@ class Lab(pn.viewable.Viewer):
         fast._resources = {k: v for k, v in fast._resources.items() if k != "font"}
         logo = ASSETS / "logo.svg"
         extra = {"logo": str(logo)} if logo.exists() else {}
-        return pn.template.FastListTemplate(
+        return LabTemplate(
             title="bnlab — approximate inference lab", sidebar=[self.controls],
             # the tour panel and the pages in one card: an inactive (hidden) tour leaves
             # no empty card above the pages

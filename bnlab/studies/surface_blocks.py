@@ -40,9 +40,18 @@ class Block(NamedTuple):
     run: int = 0         # which site-method run of the surface solves it
 
 
-def default_workers() -> int:
-    """One worker per core, at most 8."""
-    return max(1, min(8, os.cpu_count() or 1))
+def default_workers(devices=None) -> int:
+    """Threads sending blocks: one per core, at most 8; given the devices they feed, one
+    per core and device on a CPU (each LAPACK call keeps one core busy) and one on an
+    accelerator, which sends a batch to every device at once (an iteration there is
+    bound by kernel launches, and more threads only contend for them:
+    benchmarks/README.md, devices.py)."""
+    cores = max(1, min(8, os.cpu_count() or 1))
+    if devices is None:
+        return cores
+    if devices[0].platform != "cpu":
+        return 1
+    return max(1, cores // len(devices))
 
 
 def _chain(points, chunk, source, after, blocks):

@@ -184,16 +184,6 @@ def _build_solver(engine, extra, names, length, with_test, alpha_axis):
     return block
 
 
-def _default_workers(devices) -> int:
-    """Threads sending blocks: on a CPU one per core and device (each LAPACK call keeps
-    one core busy); on an accelerator one, which sends a batch to every device at once
-    (an iteration there is bound by kernel launches, and more threads only contend for
-    them: benchmarks/README.md, devices.py)."""
-    if devices[0].platform != "cpu":
-        return 1
-    return max(1, default_workers() // len(devices))
-
-
 def _is_cancelled(cancel):
     if cancel is None:
         return False
@@ -336,7 +326,7 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
         from .dask_blocks import DaskPool
         pool, batch, task_devices = DaskPool(client), 1, 1
     else:
-        pool = ThreadPool(int(workers) if workers is not None else _default_workers(devs))
+        pool = ThreadPool(int(workers) if workers is not None else default_workers(devs))
         batch, task_devices = len(devs), devs
         for r in site_runs:          # one compiled program per run, shared by the threads
             _site_solver(r.spec, devs)

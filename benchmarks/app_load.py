@@ -1,18 +1,23 @@
 """The lab under a class: rounds of browser sessions against one ``panel serve``.
 
-    python benchmarks/app_load.py [--sessions 5] [--rounds 3]
+    python benchmarks/app_load.py [--sessions 5] [--rounds 3] [--one-by-one 5]
 
-Each round opens ``--sessions`` headless Debian-chromium pages at once (Playwright,
-localhost only), waits for each page's first plot, presses Run in the even sessions and
-Step (1, 2 or 3 times) in the odd ones, waits for the first update, closes every page
-and waits until the server has released every session. It prints, per round, the
-first-plot and first-update times and the server's resident memory (RSS) once the
-sessions are gone, and the server-side exceptions found in its log.
+After a first visitor alone, ``--one-by-one`` visitors arrive one after another (each
+once the one before sees its first plot; a class coming in), then each round opens
+``--sessions`` headless Debian-chromium pages at once (Playwright, localhost only). In
+every round each page waits for its first plot (the posterior band drawn, the status
+line filled), presses Run (even sessions) or Step 1, 2 or 3 times (odd ones) and waits
+for the first update; then every page is closed and the server must release every
+session. It prints, per round, the first-plot and first-update times, the server's
+resident memory (RSS) and its count of Python objects once the sessions are gone, and
+the server-side exceptions found in its log. The browsers share this machine's cores
+with the server: with several at once, each page waits for the others' rendering too.
 
 ``tests/test_ui_load.py`` runs the same ``load_rounds`` and asserts: every session
 updated, the step-only sessions stopped at exactly their own number of steps (no state
-shared between sessions), no exception in the server log, and the RSS after the last
-round within 10 % of the RSS after a single session.
+shared between sessions), no exception in the server log, no Python objects left
+behind by the closed sessions, and the RSS after the last round within 10 % of the RSS
+after a single session.
 """
 from __future__ import annotations
 
@@ -120,6 +125,13 @@ class Server:
         counts = re.findall(r"labs in memory, this one included: (\d+)", self.log())
         return int(counts[-1]) if counts else -1
 
+    def python_objects(self) -> int:
+        """Objects tracked by Python's collector when the server last released a
+        session (after a collection): what a leak of whole sessions makes grow, whatever
+        malloc does with the freed memory."""
+        counts = re.findall(r"Python objects: (\d+)", self.log())
+        return int(counts[-1]) if counts else -1
+
     def stop(self):
         self.proc.terminate()
         try:
@@ -153,14 +165,18 @@ class Round:
     rss_open_mb: float = float("nan")     # all pages open and updated
     rss_closed_mb: float = float("nan")   # every session released
     labs_alive: int = -1                  # Lab objects in memory at the last release
+    python_objects: int = -1              # objects tracked by gc at the last release
+    one_by_one: bool = False              # visitors arrived one after another
 
     def summary(self) -> str:
         plot = [s.first_plot_s for s in self.sessions]
         upd = [s.first_update_s for s in self.sessions]
-        return (f"{len(self.sessions):3d} sessions · first plot median {statistics.median(plot):6.2f} s"
+        arrival = "one by one" if self.one_by_one else "at once   "
+        return (f"{len(self.sessions):3d} sessions {arrival} · first plot median {statistics.median(plot):6.2f} s"
                 f" (max {max(plot):6.2f}) · first update median {statistics.median(upd):5.2f} s"
                 f" (max {max(upd):5.2f}) · RSS open {self.rss_open_mb:6.0f} MB,"
-                f" closed {self.rss_closed_mb:6.0f} MB · labs in memory {self.labs_alive}")
+                f" closed {self.rss_closed_mb:6.0f} MB · labs in memory {self.labs_alive}"
+                f" · Python objects {self.python_objects}")
 
 
 def _wait_first_plot(page):
@@ -177,20 +193,28 @@ def _wait_iteration(page, at_least: int, timeout_s: float = 120.0):
         page.wait_for_timeout(50)
 
 
-def one_round(browser, server: Server, n: int, released_before: int) -> Round:
-    """Open n pages at once, drive each, close them all, wait for the server to let go."""
-    rnd = Round([Session(i, steps=0 if i % 2 == 0 else 1 + (i // 2) % 3) for i in range(n)])
+def one_round(browser, server: Server, n: int, released_before: int,
+              one_by_one: bool = False) -> Round:
+    """Open n pages at once (or ``one_by_one``: each once the one before has its first
+    plot, the earlier ones left open), drive each, close them all, wait for the server
+    to let go."""
+    rnd = Round([Session(i, steps=0 if i % 2 == 0 else 1 + (i // 2) % 3) for i in range(n)],
+                one_by_one=one_by_one)
     ctxs, pages, starts = [], [], []
-    for _ in rnd.sessions:
+    for s in rnd.sessions:
         ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
         page = ctx.new_page()
         starts.append(time.perf_counter())
         page.goto(server.url, wait_until="commit", timeout=TIMEOUT_MS)
         ctxs.append(ctx)
         pages.append(page)
+        if one_by_one:
+            _wait_first_plot(page)
+            s.first_plot_s = time.perf_counter() - starts[-1]
     for s, page, t0 in zip(rnd.sessions, pages, starts):
-        _wait_first_plot(page)
-        s.first_plot_s = time.perf_counter() - t0
+        if not one_by_one:
+            _wait_first_plot(page)
+            s.first_plot_s = time.perf_counter() - t0
     for s, page in zip(rnd.sessions, pages):
         t0 = time.perf_counter()
         if s.steps == 0:
@@ -211,15 +235,19 @@ def one_round(browser, server: Server, n: int, released_before: int) -> Round:
     time.sleep(1.0)
     rnd.rss_closed_mb = server.rss_mb()
     rnd.labs_alive = server.labs_alive()
+    rnd.python_objects = server.python_objects()
     return rnd
 
 
-def load_rounds(browser, server: Server, sessions: int, rounds: int, report=print):
-    """A single-session round (the reference RSS), then ``rounds`` rounds of ``sessions``."""
+def load_rounds(browser, server: Server, sessions: int, rounds: int, report=print,
+                one_by_one: int = 0):
+    """A single-session round (the reference RSS), a round of ``one_by_one`` visitors
+    arriving one after another (if any), then ``rounds`` rounds of ``sessions`` at once."""
     released = 0
     out = []
-    for n in [1] + [sessions] * rounds:
-        rnd = one_round(browser, server, n, released)
+    plan = [(1, False)] + ([(one_by_one, True)] if one_by_one else []) + [(sessions, False)] * rounds
+    for n, staggered in plan:
+        rnd = one_round(browser, server, n, released, one_by_one=staggered)
         released += n
         out.append(rnd)
         report(f"round {len(out) - 1}: " + rnd.summary())
@@ -230,6 +258,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sessions", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--one-by-one", type=int, default=5,
+                    help="visitors arriving one after another, after the first (0: none)")
     ap.add_argument("--log", default=str(ROOT / "test-output" / "app-load-server.log"))
     args = ap.parse_args()
     from playwright.sync_api import sync_playwright
@@ -240,12 +270,17 @@ def main():
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            rounds = load_rounds(browser, server, args.sessions, args.rounds)
+            rounds = load_rounds(browser, server, args.sessions, args.rounds,
+                                 one_by_one=args.one_by_one)
             browser.close()
         first = rounds[0].sessions[0].first_plot_s
-        later = [s.first_plot_s for r in rounds[1:] for s in r.sessions]
-        print(f"first plot: 1st visitor {first:.2f} s; later visitors median "
-              f"{statistics.median(later):.2f} s, max {max(later):.2f} s")
+        print(f"first plot: 1st visitor {first:.2f} s")
+        for label, staggered in (("one by one", True), ("at once", False)):
+            later = [s.first_plot_s for r in rounds[1:] if r.one_by_one == staggered
+                     for s in r.sessions]
+            if later:
+                print(f"first plot, later visitors {label}: median "
+                      f"{statistics.median(later):.2f} s, max {max(later):.2f} s")
         print(f"RSS after last round / after one session: "
               f"{rounds[-1].rss_closed_mb / rounds[0].rss_closed_mb:.3f}")
         exc = server.exceptions()

@@ -51,6 +51,21 @@ The address bar always holds the current settings: copy it to share this exact d
 """
 
 
+def _forget_js_links(roots):
+    """Drop the JavaScript callbacks of these layouts' widgets from Panel's registry.
+
+    Panel keeps every ``jscallback``/``jslink`` in one class-level ``WeakKeyDictionary``
+    (``panel.links.Callback.registry``) keyed by its source widget. An
+    ``EditableFloatSlider``'s callback has its own slider among its ``args``, and the
+    slider's watchers lead back to the source, so the weak key never dies: each closed
+    session stayed in memory whole (≈ 22 000 objects), and every later page build got
+    slower, as Panel scans the registry's values for each page it sends."""
+    from panel.links import Callback
+    for root in roots:
+        for obj in root.select():
+            Callback.registry.pop(obj, None)
+
+
 def _return_freed_memory():
     """Collect the closed session's cycles, and hand glibc's freed heap pages back to
     the system (``malloc_trim``): otherwise a server's resident memory only grows with
@@ -150,9 +165,11 @@ class Lab(pn.viewable.Viewer):
         computation, and drop its runs, so a class of thirty leaves nothing behind."""
         self.live.close()
         self.surfaces.close()
+        _forget_js_links([*self.controls.rows.values(), self.tour.layout, self.tabs])
         _return_freed_memory()
-        log.info("bnlab session closed: %s (labs in memory, this one included: %d)",
-                 getattr(session_context, "id", "-"), len(Lab._alive))
+        log.info("bnlab session closed: %s (labs in memory, this one included: %d; "
+                 "Python objects: %d)", getattr(session_context, "id", "-"), len(Lab._alive),
+                 len(gc.get_objects()))
 
     def template(self):
         css = (ASSETS / "lab.css").read_text() if (ASSETS / "lab.css").exists() else ""

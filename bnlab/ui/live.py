@@ -96,13 +96,14 @@ class LiveView(pn.viewable.Viewer):
             pn.Row(self.run_button, self.pause_button, self.step_button, self.reset_button,
                    self.speed, self.cap, self.mcmc_button, sizing_mode="stretch_width"),
             self.status_pane, self.description, self.mcmc_pane, P["band"],
-            self.gap_toggle,
-            pn.Row(P["energy"], P["gap"], sizing_mode="stretch_width"),
-            P["psd"],
             sizing_mode="stretch_width")
         # sent after the first plot (``show_all``): a browser builds every figure of a
-        # page before it paints any, and these five took most of a first visit's wait
+        # page before it paints any (Bokeh reads each glyph's CSS visuals, one forced
+        # style recalculation after another), and these seven took most of a first
+        # visit's wait
         self._more = [
+            self.gap_toggle, pn.Row(P["energy"], P["gap"], sizing_mode="stretch_width"),
+            P["psd"],
             pn.Row(P["predictive"], P["site_prec"], P["site_nat1"], sizing_mode="stretch_width"),
             pn.Row(pn.Column(pn.pane.Markdown("**Two points** — the joint Gaussian q(fᵢ, fⱼ) "
                                               "of two latent values; click two data points in "
@@ -112,7 +113,8 @@ class LiveView(pn.viewable.Viewer):
         P["gap"].visible = False
 
     def show_all(self):
-        """Add the plots held back from the first page (predictive, sites, two points)."""
+        """Add the plots held back from the first page (energy, PSD strip, predictive,
+        sites, two points)."""
         more, self._more = self._more, []
         if more and not self.closed:
             self.layout.extend(more)

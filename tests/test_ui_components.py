@@ -263,8 +263,18 @@ def _legend_labels(figure):
 
 def test_legends_list_only_what_has_data():
     s, st = LabSettings(method="vi"), Status()
+    early = LiveView(LabSettings(method="vi"), Status())
+    assert early.rebuild()
+    assert not early.plots.built                # the first page has the band only
+    early.select_pair(1, 4)
+    early.show_all()                            # the other figures come labelled as asked
+    assert _legend_labels(early.plots.joint) == {"q: 2σ ellipse", "q mean"}
+    assert early.plots.joint.title.text.startswith("q(f1, f4): correlation")
+    assert early.plots.predictive.xaxis[0].axis_label == early.problem.x_label
+
     live = LiveView(s, st)
     assert live.rebuild()
+    live.show_all()
     band, joint = live.plots.band, live.plots.joint
     assert _legend_labels(band) == {"latent f1 ± 2σ", "latent f1 mean", "data"}
     assert _legend_labels(joint) == set()

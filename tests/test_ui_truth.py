@@ -249,6 +249,7 @@ def test_a_tap_on_two_neighbours_forms_the_pair_and_iteration_ticks_are_whole():
     live._on_tap("indices", [], [3])
     live._on_tap("indices", [3], [3, 4])         # the tap hit both neighbours
     assert live.selected == [3, 4] and len(live.plots.src["pair"].data["x"]) == 2
+    live.show_all()
     assert live.plots.energy.xaxis[0].ticker.min_interval == 1
 
 
@@ -291,10 +292,12 @@ def test_energy_gap_view_shows_the_distance_to_the_latest_energy_on_a_log_axis()
     e = np.asarray(live.runner.energy)
     gap = live.plots.src["gap"].data
     np.testing.assert_allclose(gap["gap"], np.abs(e[:-1] - e[-1])[np.abs(e[:-1] - e[-1]) > 0])
+    live.gap_toggle.value = True       # before the page has the energy plots (show_all)
+    live.show_all()
     assert live.plots.gap.y_scale.__class__.__name__ == "LogScale"
-    assert not live.panes["gap"].visible
-    live.gap_toggle.value = True
     assert live.panes["gap"].visible and not live.panes["energy"].visible
+    live.gap_toggle.value = False
+    assert not live.panes["gap"].visible and live.panes["energy"].visible
 
 
 def test_surfaces_run_pep_at_the_sidebar_alpha_whatever_the_sidebar_method(monkeypatch):

@@ -21,6 +21,12 @@ RUN_PARAMS = tuple(p for p in URL_PARAMS if p not in ("speed", "max_iters")) + (
 MAX_FPS = 20
 
 
+def _bokeh_pane(fig, css_classes=()):
+    """A Bokeh pane in a Column that carries a CSS class (for tests and styling)."""
+    return pn.Column(pn.pane.Bokeh(fig, sizing_mode="stretch_width"),
+                     css_classes=list(css_classes), sizing_mode="stretch_width", margin=0)
+
+
 class LiveView(pn.viewable.Viewer):
     """One per browser session. ``rebuild()`` makes a new ``Runner`` from the settings;
     ``run()`` starts a periodic callback that steps it at ``settings.speed``."""
@@ -50,18 +56,7 @@ class LiveView(pn.viewable.Viewer):
     def _build_layout(self):
         self.plots = LivePlots()
         self.plots.src["data"].selected.on_change("indices", self._on_tap)
-        def bk(fig, css_classes=()):
-            """A Bokeh pane in a Column that carries a CSS class (for tests and styling)."""
-            return pn.Column(pn.pane.Bokeh(fig, sizing_mode="stretch_width"),
-                             css_classes=list(css_classes), sizing_mode="stretch_width", margin=0)
-
-        self.panes = {"band": bk(self.plots.band, css_classes=["bn-band"]),
-                      "energy": bk(self.plots.energy, css_classes=["bn-energy"]),
-                      "gap": bk(self.plots.gap, css_classes=["bn-gap"]),
-                      "predictive": bk(self.plots.predictive),
-                      "psd": bk(self.plots.psd, css_classes=["bn-psd"]),
-                      "site_prec": bk(self.plots.site_prec), "site_nat1": bk(self.plots.site_nat1),
-                      "joint": pn.Column(pn.pane.Bokeh(self.plots.joint), margin=0)}
+        self.panes = {"band": _bokeh_pane(self.plots.band, css_classes=["bn-band"])}
         self.run_button = pn.widgets.Button(label="▶ Run", color="success", width=90)
         self.pause_button = pn.widgets.Button(label="❚❚ Pause", width=90, disabled=True)
         self.step_button = pn.widgets.Button(label="Step", color="primary", width=90)
@@ -77,8 +72,6 @@ class LiveView(pn.viewable.Viewer):
                                                   css_classes=["bn-cap"])
         self.pick_i = pn.widgets.IntInput(label="Point i", value=0, start=0, width=90)
         self.pick_j = pn.widgets.IntInput(label="Point j", value=1, start=0, width=90)
-        pick = pn.widgets.Button(label="Show pair", width=90, align="end")
-        pick.on_click(lambda e: self.select_pair(self.pick_i.value, self.pick_j.value))
         self.mcmc_button = pn.widgets.Button(label="MCMC reference", width=140,
                                              description="sample the exact posterior "
                                              "(AIS + elliptical slice sampling over 256 chains; "
@@ -91,39 +84,49 @@ class LiveView(pn.viewable.Viewer):
         self.mcmc_pane = pn.pane.HTML("", css_classes=["bn-mcmc"], sizing_mode="stretch_width",
                                       visible=False)
         self.description = pn.pane.Markdown("", sizing_mode="stretch_width", margin=(0, 10))
-        P = self.panes
         self.layout = pn.Column(
             pn.Row(self.run_button, self.pause_button, self.step_button, self.reset_button,
                    self.speed, self.cap, self.mcmc_button, sizing_mode="stretch_width"),
-            self.status_pane, self.description, self.mcmc_pane, P["band"],
+            self.status_pane, self.description, self.mcmc_pane, self.panes["band"],
             sizing_mode="stretch_width")
-        # sent after the first plot (``show_all``): a browser builds every figure of a
-        # page before it paints any (Bokeh reads each glyph's CSS visuals, one forced
-        # style recalculation after another), and these seven took most of a first
-        # visit's wait
-        self._more = [
+
+    def show_all(self):
+        """Build and add the plots held back from the first page: energy, distance, PSD
+        strip, predictive, sites, two points. A browser builds every figure of a page
+        before it paints any (Bokeh reads each glyph's CSS visuals, one forced style
+        recalculation after another), and these seven took most of a first visit's
+        wait; the server, too, builds them only now."""
+        if self.closed or self.plots.built:
+            return
+        self.plots.build_rest()
+        P = self.panes
+        P.update({"energy": _bokeh_pane(self.plots.energy, css_classes=["bn-energy"]),
+                  "gap": _bokeh_pane(self.plots.gap, css_classes=["bn-gap"]),
+                  "predictive": _bokeh_pane(self.plots.predictive),
+                  "psd": _bokeh_pane(self.plots.psd, css_classes=["bn-psd"]),
+                  "site_prec": _bokeh_pane(self.plots.site_prec),
+                  "site_nat1": _bokeh_pane(self.plots.site_nat1),
+                  "joint": pn.Column(pn.pane.Bokeh(self.plots.joint), margin=0)})
+        P["energy"].visible, P["gap"].visible = not self.gap_toggle.value, self.gap_toggle.value
+        for pane in P.values():
+            pane.loading = self.busy
+        pick = pn.widgets.Button(label="Show pair", width=90, align="end")
+        pick.on_click(lambda e: self.select_pair(self.pick_i.value, self.pick_j.value))
+        self.layout.extend([
             self.gap_toggle, pn.Row(P["energy"], P["gap"], sizing_mode="stretch_width"),
             P["psd"],
             pn.Row(P["predictive"], P["site_prec"], P["site_nat1"], sizing_mode="stretch_width"),
             pn.Row(pn.Column(pn.pane.Markdown("**Two points** — the joint Gaussian q(fᵢ, fⱼ) "
                                               "of two latent values; click two data points in "
                                               "the posterior plot or pick their indices."),
-                             pn.Row(self.pick_i, self.pick_j, pick)), P["joint"])]
-
-        P["gap"].visible = False
-
-    def show_all(self):
-        """Add the plots held back from the first page (energy, PSD strip, predictive,
-        sites, two points)."""
-        more, self._more = self._more, []
-        if more and not self.closed:
-            self.layout.extend(more)
+                             pn.Row(self.pick_i, self.pick_j, pick)), P["joint"])])
 
     def __panel__(self):
         return self.layout
 
     def _on_gap_toggle(self, event):
-        self.panes["energy"].visible, self.panes["gap"].visible = not event.new, event.new
+        if self.plots.built:               # else ``show_all`` reads the toggle
+            self.panes["energy"].visible, self.panes["gap"].visible = not event.new, event.new
 
     # -- building a run -------------------------------------------------------------
     def _on_settings(self, *events):

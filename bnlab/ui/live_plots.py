@@ -44,7 +44,10 @@ def _gap(iterations, energies, latest):
 
 
 class LivePlots:
-    """The live view's figures and their data sources."""
+    """The live view's figures and their data sources. The posterior band is built at
+    once; the other figures (each a few dozen Bokeh models that the server builds for
+    every visitor) by ``build_rest``, when the page sends them after its first plot.
+    Until then ``update`` fills only their sources; their labels follow when built."""
 
     def __init__(self):
         S = lambda *c: ColumnDataSource(_empty(*c))  # noqa: E731
@@ -56,9 +59,11 @@ class LivePlots:
                     "psd": S("iteration", "check", "colour"),
                     "prec": S("x", "prec", "colour"), "nat1": S("x", "nat1"),
                     "samples": S("a", "b"), "ellipse": S("a", "b"), "jmean": S("a", "b")}
-        self._build()
+        self.built = False
+        self._labels = {"x": "x", "probability": False, "joint": None}
+        self.band = self._band()
 
-    def _build(self):
+    def _band(self):
         s = self.src
         b = _fig("Posterior: latent mean ± 2σ (click two data points)", "x", "latent f / data",
                  min_height=320, height=340)
@@ -81,8 +86,14 @@ class LivePlots:
         b.add_tools(TapTool(renderers=[data]))
         b.legend.click_policy = "hide"
         b.add_layout(b.legend[0], "right")      # beside the plot: inside, it hid data points
-        self.band = b
+        return b
 
+    def build_rest(self):
+        """The predictive, energy, distance, PSD, site and two-point figures, labelled
+        as the latest ``update`` asked."""
+        if self.built:
+            return
+        s = self.src
         p = _fig("Predictive", "x", "y", height=240)
         p.varea("x", "lower", "upper", source=s["pred"], fill_color=LATENT[1], fill_alpha=0.2)
         p.line("x", "mean", source=s["pred"], color=LATENT[1], line_width=2)
@@ -122,6 +133,8 @@ class LivePlots:
         j.scatter("a", "b", source=s["jmean"], color=LATENT[0], size=9, legend_label="q mean")
         j.legend.location = "bottom_right"
         self.joint = j
+        self.built = True
+        self._label()
 
     # -- updates -----------------------------------------------------------------------
     def update(self, snap, selected=(), mcmc=None, joint=None, x_label="x"):
@@ -139,7 +152,6 @@ class LivePlots:
         s["pred"].data = {k: p[k] for k in ("x", "mean", "lower", "upper")}
         prob = p["kind"] == "probability"
         s["pred_data"].data = {"x": x, "y": 0.5 * (y + 1) if prob else y}
-        self.predictive.yaxis.axis_label = "p(y = +1)" if prob else "predictive y (mean ± 2 sd)"
         t = snap["trace"]
         ok = np.isfinite(t["energy"])
         s["energy"].data = {"iteration": t["iteration"][ok], "energy": t["energy"][ok]}
@@ -154,25 +166,40 @@ class LivePlots:
         s["prec"].data = {"x": st["x"], "prec": st["prec"],
                           "colour": np.where(st["prec"] < 0, BAD, LATENT[0]).tolist()}
         s["nat1"].data = {"x": st["x"], "nat1": st["nat1"]}
-        for f in (self.band, self.predictive, self.site_prec, self.site_nat1):
-            f.xaxis.axis_label = x_label
+        self._labels.update(x=x_label, probability=prob)
         self.update_joint(joint)
-        for fig in (self.band, self.joint):
-            _legend_lists_what_has_data(fig)
 
     def update_joint(self, joint):
         s = self.src
         if joint is None or "error" in joint:
             for k in ("samples", "ellipse", "jmean"):
                 s[k].data = _empty("a", "b")
-            self.joint.title.text = (joint or {}).get("error", "q(fᵢ, fⱼ): pick two points")
+        else:
+            e, m = joint["ellipse"], joint["mean"]
+            s["ellipse"].data = {"a": e[:, 0], "b": e[:, 1]}
+            s["jmean"].data = {"a": [m[0]], "b": [m[1]]}
+            smp = joint.get("samples")
+            s["samples"].data = ({"a": smp[:, 0], "b": smp[:, 1]} if smp is not None
+                                 else _empty("a", "b"))
+        self._labels["joint"] = joint
+        self._label()
+
+    def _label(self):
+        """Axis labels, titles and legends that follow the data: on the band always, on
+        the other figures once they are built."""
+        self.band.xaxis.axis_label = self._labels["x"]
+        _legend_lists_what_has_data(self.band)
+        if not self.built:
             return
-        e, m = joint["ellipse"], joint["mean"]
-        s["ellipse"].data = {"a": e[:, 0], "b": e[:, 1]}
-        s["jmean"].data = {"a": [m[0]], "b": [m[1]]}
-        smp = joint.get("samples")
-        s["samples"].data = ({"a": smp[:, 0], "b": smp[:, 1]} if smp is not None
-                             else _empty("a", "b"))
-        i, j = joint["indices"]
-        self.joint.title.text = f"q(f{i}, f{j}): correlation {joint['corr']:.3f}"
-        self.joint.xaxis.axis_label, self.joint.yaxis.axis_label = f"f(x_{i})", f"f(x_{j})"
+        for f in (self.predictive, self.site_prec, self.site_nat1):
+            f.xaxis.axis_label = self._labels["x"]
+        self.predictive.yaxis.axis_label = ("p(y = +1)" if self._labels["probability"]
+                                            else "predictive y (mean ± 2 sd)")
+        joint = self._labels["joint"]
+        if joint is None or "error" in joint:
+            self.joint.title.text = (joint or {}).get("error", "q(fᵢ, fⱼ): pick two points")
+        else:
+            i, j = joint["indices"]
+            self.joint.title.text = f"q(f{i}, f{j}): correlation {joint['corr']:.3f}"
+            self.joint.xaxis.axis_label, self.joint.yaxis.axis_label = f"f(x_{i})", f"f(x_{j})"
+        _legend_lists_what_has_data(self.joint)

@@ -3,7 +3,7 @@
     python benchmarks/app_load.py [--sessions 5] [--rounds 3] [--one-by-one 5]
 
 After a first visitor alone, ``--one-by-one`` visitors arrive one after another (each
-once the one before sees its first plot; a class coming in), then each round opens
+once the page before has all its plots; a class coming in), then each round opens
 ``--sessions`` headless Debian-chromium pages at once (Playwright, localhost only). In
 every round each page waits for its first plot (the posterior band drawn, the status
 line filled), presses Run (even sessions) or Step 1, 2 or 3 times (odd ones) and waits
@@ -45,7 +45,8 @@ SESSION_ARGS = ["--unused-session-lifetime", "30000", "--check-unused-sessions",
 #: one malloc arena for the server's threads, as the README advises for the lab: freed
 #: session memory is then in one heap that malloc_trim can hand back
 SERVER_ENV = {"MALLOC_ARENA_MAX": "1"}
-CLOSED = "bnlab session closed"                 # logged by bnlab.ui.app per released session
+OPENED = "bnlab session opened"                 # logged by bnlab.ui.app per session built
+CLOSED = "bnlab session closed"                 # … and per session released
 EXCEPTION = re.compile(r"Traceback|Error|Exception")
 TIMEOUT_MS = 180_000
 
@@ -111,14 +112,24 @@ class Server:
         return [line for block in blocks if not _closed_socket_report(block)
                 for line in block.splitlines() if EXCEPTION.search(line)]
 
-    def wait_closed(self, total: int, timeout_s: float = 120.0):
-        """Wait until the server has released ``total`` visitors' sessions."""
+    def wait_released(self, total: int, timeout_s: float = 120.0):
+        """Wait until the server has released ``total`` sessions and every session it
+        built: a page whose script connects later than the unused-session lifetime (a
+        loaded machine) has its first session discarded and gets a second one."""
         deadline = time.time() + timeout_s
-        while self.log().count(CLOSED) - self.released_at_start < total:
+        while True:
+            log = self.log()
+            closed = log.count(CLOSED)
+            if closed - self.released_at_start >= total and closed >= log.count(OPENED):
+                return
             if time.time() > deadline:
-                raise TimeoutError(f"{self.log().count(CLOSED) - self.released_at_start} of "
-                                   f"{total} sessions released")
+                raise TimeoutError(f"{closed - self.released_at_start} of {total} sessions "
+                                   f"released, {log.count(OPENED) - closed} still open")
             time.sleep(0.25)
+
+    def sessions_built(self) -> int:
+        """Sessions the server has built so far (the ``--warm`` one included)."""
+        return self.log().count(OPENED)
 
     def labs_alive(self) -> int:
         """Lab objects in the server's memory when it last released a session."""
@@ -167,6 +178,7 @@ class Round:
     labs_alive: int = -1                  # Lab objects in memory at the last release
     python_objects: int = -1              # objects tracked by gc at the last release
     one_by_one: bool = False              # visitors arrived one after another
+    sessions_built: int = 0               # server sessions (> pages if some were discarded)
 
     def summary(self) -> str:
         plot = [s.first_plot_s for s in self.sessions]
@@ -176,13 +188,19 @@ class Round:
                 f" (max {max(plot):6.2f}) · first update median {statistics.median(upd):5.2f} s"
                 f" (max {max(upd):5.2f}) · RSS open {self.rss_open_mb:6.0f} MB,"
                 f" closed {self.rss_closed_mb:6.0f} MB · labs in memory {self.labs_alive}"
-                f" · Python objects {self.python_objects}")
+                f" · Python objects {self.python_objects}"
+                f" · server sessions {self.sessions_built}")
 
 
 def _wait_first_plot(page):
     """The posterior plot is drawn and the status line reports the run."""
     page.wait_for_selector(".bn-status b", timeout=TIMEOUT_MS)
     page.wait_for_selector(".bn-band canvas", state="attached", timeout=TIMEOUT_MS)
+
+
+def _wait_whole_page(page):
+    """The plots sent after the first one are on the page too (``LiveView.show_all``)."""
+    page.wait_for_selector(".bn-psd canvas", state="attached", timeout=TIMEOUT_MS)
 
 
 def _wait_iteration(page, at_least: int, timeout_s: float = 120.0):
@@ -195,12 +213,13 @@ def _wait_iteration(page, at_least: int, timeout_s: float = 120.0):
 
 def one_round(browser, server: Server, n: int, released_before: int,
               one_by_one: bool = False) -> Round:
-    """Open n pages at once (or ``one_by_one``: each once the one before has its first
-    plot, the earlier ones left open), drive each, close them all, wait for the server
+    """Open n pages at once (or ``one_by_one``: each once the page before has all its
+    plots, the earlier pages left open), drive each, close them all, wait for the server
     to let go."""
     rnd = Round([Session(i, steps=0 if i % 2 == 0 else 1 + (i // 2) % 3) for i in range(n)],
                 one_by_one=one_by_one)
     ctxs, pages, starts = [], [], []
+    built_before = server.sessions_built()
     for s in rnd.sessions:
         ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
         page = ctx.new_page()
@@ -211,6 +230,7 @@ def one_round(browser, server: Server, n: int, released_before: int,
         if one_by_one:
             _wait_first_plot(page)
             s.first_plot_s = time.perf_counter() - starts[-1]
+            _wait_whole_page(page)
     for s, page, t0 in zip(rnd.sessions, pages, starts):
         if not one_by_one:
             _wait_first_plot(page)
@@ -231,11 +251,12 @@ def one_round(browser, server: Server, n: int, released_before: int,
     rnd.rss_open_mb = server.rss_mb()
     for ctx in ctxs:
         ctx.close()
-    server.wait_closed(released_before + n)
+    server.wait_released(released_before + n)
     time.sleep(1.0)
     rnd.rss_closed_mb = server.rss_mb()
     rnd.labs_alive = server.labs_alive()
     rnd.python_objects = server.python_objects()
+    rnd.sessions_built = server.sessions_built() - built_before
     return rnd
 
 

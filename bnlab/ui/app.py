@@ -207,4 +207,5 @@ def serve_lab():
     lab = Lab()
     lab.follow_url = True
     pn.state.on_session_destroyed(lab.close)
+    log.info("bnlab session opened")
     return lab.template()

@@ -231,8 +231,8 @@ def one_round(browser, server: Server, n: int, released_before: int,
             _wait_first_plot(page)
             s.first_plot_s = time.perf_counter() - starts[-1]
             _wait_whole_page(page)
-    for s, page, t0 in zip(rnd.sessions, pages, starts):
-        if not one_by_one:
+    if not one_by_one:
+        for s, page, t0 in zip(rnd.sessions, pages, starts):
             _wait_first_plot(page)
             s.first_plot_s = time.perf_counter() - t0
     for s, page in zip(rnd.sessions, pages):

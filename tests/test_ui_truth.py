@@ -251,6 +251,7 @@ def test_a_tap_on_two_neighbours_forms_the_pair_and_iteration_ticks_are_whole():
     assert live.selected == [3, 4] and len(live.plots.src["pair"].data["x"]) == 2
     live.show_all()
     assert live.plots.energy.xaxis[0].ticker.min_interval == 1
+    assert live.panes["energy"].visible and not live.panes["gap"].visible   # the default
 
 
 def test_surfaces_offer_the_model_s_axes_mark_theta_and_label_the_colour_bar():

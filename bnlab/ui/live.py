@@ -107,7 +107,7 @@ class LiveView(pn.viewable.Viewer):
                   "site_prec": _bokeh_pane(self.plots.site_prec),
                   "site_nat1": _bokeh_pane(self.plots.site_nat1),
                   "joint": pn.Column(pn.pane.Bokeh(self.plots.joint), margin=0)})
-        P["energy"].visible, P["gap"].visible = not self.gap_toggle.value, self.gap_toggle.value
+        self._show_energy_or_gap()
         for pane in P.values():
             pane.loading = self.busy
         pick = pn.widgets.Button(label="Show pair", width=90, align="end")
@@ -126,7 +126,11 @@ class LiveView(pn.viewable.Viewer):
 
     def _on_gap_toggle(self, event):
         if self.plots.built:               # else ``show_all`` reads the toggle
-            self.panes["energy"].visible, self.panes["gap"].visible = not event.new, event.new
+            self._show_energy_or_gap()
+
+    def _show_energy_or_gap(self):
+        gap = self.gap_toggle.value
+        self.panes["energy"].visible, self.panes["gap"].visible = not gap, gap
 
     # -- building a run -------------------------------------------------------------
     def _on_settings(self, *events):

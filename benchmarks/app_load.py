@@ -9,15 +9,17 @@ every round each page waits for its first plot (the posterior band drawn, the st
 line filled), presses Run (even sessions) or Step 1, 2 or 3 times (odd ones) and waits
 for the first update; then every page is closed and the server must release every
 session. It prints, per round, the first-plot and first-update times, the server's
-resident memory (RSS) and its count of Python objects once the sessions are gone, and
-the server-side exceptions found in its log. The browsers share this machine's cores
-with the server: with several at once, each page waits for the others' rendering too.
+resident memory (RSS) and its count of Python objects once the sessions are gone, the
+pages that raised a JavaScript error, and the server-side exceptions found in its log.
+The browsers share this machine's cores with the server: with several at once, each
+page waits for the others' rendering too.
 
 ``tests/test_ui_load.py`` runs the same ``load_rounds`` and asserts: every session
 updated, the step-only sessions stopped at exactly their own number of steps (no state
-shared between sessions), no exception in the server log, no Python objects left
-behind by the closed sessions, and the RSS after the last round within 10 % of the RSS
-after a single session.
+shared between sessions), no JavaScript error on any page (such as a patch the browser
+could not apply), no exception in the server log, no Python objects left behind by the
+closed sessions, and the RSS after the last round within 10 % of the RSS after a single
+session.
 """
 from __future__ import annotations
 
@@ -168,6 +170,7 @@ class Session:
     first_update_s: float = float("nan")
     steps: int = 0                     # 0: pressed Run; k > 0: pressed Step k times
     final_iteration: int = -1
+    page_errors: list = field(default_factory=list)   # uncaught JavaScript errors
 
 
 @dataclass
@@ -189,7 +192,8 @@ class Round:
                 f" (max {max(upd):5.2f}) · RSS open {self.rss_open_mb:6.0f} MB,"
                 f" closed {self.rss_closed_mb:6.0f} MB · labs in memory {self.labs_alive}"
                 f" · Python objects {self.python_objects}"
-                f" · server sessions {self.sessions_built}")
+                f" · server sessions {self.sessions_built}"
+                f" · pages with JavaScript errors {sum(bool(s.page_errors) for s in self.sessions)}")
 
 
 def _wait_first_plot(page):
@@ -203,11 +207,12 @@ def _wait_whole_page(page):
     page.wait_for_selector(".bn-psd canvas", state="attached", timeout=TIMEOUT_MS)
 
 
-def _wait_iteration(page, at_least: int, timeout_s: float = 120.0):
+def _wait_iteration(page, session: Session, at_least: int, timeout_s: float = 120.0):
     deadline = time.time() + timeout_s
     while iteration(page) < at_least:
         if time.time() > deadline:
-            raise TimeoutError(f"session still at iteration {iteration(page)}")
+            raise TimeoutError(f"session still at iteration {iteration(page)}; its page's "
+                               f"JavaScript errors: {session.page_errors[:3]}")
         page.wait_for_timeout(50)
 
 
@@ -223,6 +228,7 @@ def one_round(browser, server: Server, n: int, released_before: int,
     for s in rnd.sessions:
         ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
         page = ctx.new_page()
+        page.on("pageerror", lambda exc, s=s: s.page_errors.append(str(exc)))
         starts.append(time.perf_counter())
         page.goto(server.url, wait_until="commit", timeout=TIMEOUT_MS)
         ctxs.append(ctx)
@@ -239,11 +245,11 @@ def one_round(browser, server: Server, n: int, released_before: int,
         t0 = time.perf_counter()
         if s.steps == 0:
             page.get_by_role("button", name="▶ Run").click()
-            _wait_iteration(page, 1)
+            _wait_iteration(page, s, 1)
         else:
             for k in range(1, s.steps + 1):
                 page.get_by_role("button", name="Step", exact=True).click()
-                _wait_iteration(page, k)
+                _wait_iteration(page, s, k)
         s.first_update_s = time.perf_counter() - t0
     for s, page in zip(rnd.sessions, pages):
         page.wait_for_timeout(200)

@@ -41,6 +41,9 @@ def _check_rounds(sessions, rounds=3):
         server.stop()
     for rnd in result:
         for s in rnd.sessions:
+            # a patch the browser cannot apply ("reference … isn't known") leaves its
+            # page out of step with the server for good
+            assert s.page_errors == [], s
             if s.steps == 0:           # pressed Run: the run advanced
                 assert s.final_iteration >= 1, s
             else:                      # pressed Step k times: exactly k, whatever the others did

@@ -18,6 +18,7 @@ import weakref
 from pathlib import Path
 
 import panel as pn
+from panel.io.state import set_curdoc
 
 from .compare import CompareView
 from .controls import Controls, Status
@@ -64,6 +65,20 @@ def _forget_js_links(roots):
     for root in roots:
         for obj in root.select():
             Callback.registry.pop(obj, None)
+
+
+def _on_event_loop(doc, fn, delay_ms: int):
+    """Call ``fn`` on the server's event loop, ``delay_ms`` from now, holding ``doc``'s
+    lock. Panel runs its periodic callbacks on worker threads (``nthreads``); a change
+    that adds models to the page from there raced with the event loop's own changes to
+    the same document, and under load a patch that refers to a new model (one of
+    Panel's shared stylesheets) reached the browser without it. BokehJS then rejects
+    that patch and every later one ("reference … isn't known"): the page never showed
+    its other plots and never moved again."""
+    def call():
+        with set_curdoc(doc):
+            fn()
+    doc.add_timeout_callback(call, delay_ms)
 
 
 def _return_freed_memory():
@@ -154,9 +169,10 @@ class Lab(pn.viewable.Viewer):
                 self.live.rebuild()
         finally:
             self.live.layout.loading = False
-            if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
+            doc = pn.state.curdoc
+            if doc is not None and doc.session_context is not None:
                 # the rest of the Live page once the first plot has gone out
-                pn.state.add_periodic_callback(self.live.show_all, period=50, count=1)
+                _on_event_loop(doc, self.live.show_all, 50)
             else:
                 self.live.show_all()
 

@@ -330,14 +330,24 @@ class LiveView(pn.viewable.Viewer):
         return view
 
     def push(self):
-        """Send the current run's plot data to every plot in one batched update."""
+        """Send the current run's plot data to every plot in one batched update. The
+        data are read here, on the caller's thread (a button's or a setting's callback
+        runs on a Panel worker thread); the plots, plain Bokeh models that Panel does not
+        route to the event loop itself, are changed by ``_draw`` on the event loop,
+        under the document's lock, after any change already queued there (so a
+        rebuild's busy overlay goes on before its new data and off after them)."""
         runner = self.runner
         if runner is None or self.closed:
             return
-        snap = runner.snapshot()
+        frame = (runner, runner.snapshot(), tuple(self.selected), self.mcmc.band(),
+                 self.joint_data(), self.problem.x_label)
+        pn.state.execute(lambda: self._draw(*frame), schedule="auto")
+
+    def _draw(self, runner, snap, selected, mcmc_band, joint, x_label):
+        if self.closed or runner is not self.runner:
+            return
         with pn.io.hold():
-            self.plots.update(snap, tuple(self.selected), self.mcmc.band(), self.joint_data(),
-                              self.problem.x_label)
+            self.plots.update(snap, selected, mcmc_band, joint, x_label)
             self.mcmc_pane.object = self.mcmc.summary_html()
             self.mcmc_pane.visible = self.mcmc.samples is not None
             self.message = ""

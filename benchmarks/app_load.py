@@ -1,6 +1,7 @@
 """The lab under a class: rounds of browser sessions against one ``panel serve``.
 
     python benchmarks/app_load.py [--sessions 5] [--rounds 3] [--one-by-one 5]
+                                  [--trace-python-memory]
 
 After a first visitor alone, ``--one-by-one`` visitors arrive one after another (each
 once the page before has all its plots; a class coming in), then each round opens
@@ -11,6 +12,11 @@ for the first update; then every page is closed and the server must release ever
 session. It prints, per round, the first-plot and first-update times, the server's
 resident memory (RSS) and its count of Python objects once the sessions are gone, the
 pages that raised a JavaScript error, and the server-side exceptions found in its log.
+With ``--trace-python-memory`` the server runs under ``tracemalloc`` (slower, and more
+resident memory for the tracing itself) and each round also reports the memory Python's
+objects still hold once its sessions are gone: a leak raises it, memory that the
+allocators keep after freeing it (the RSS high-water mark of many sessions at once)
+does not.
 The browsers share this machine's cores with the server: with several at once, each
 page waits for the others' rendering too.
 
@@ -19,11 +25,12 @@ updated, the step-only sessions stopped at exactly their own number of steps (no
 shared between sessions), no JavaScript error on any page (such as a patch the browser
 could not apply), no exception in the server log, no Python objects left behind by the
 closed sessions, and the RSS after the last round within 10 % of the RSS after a single
-session.
+session (rounds of five) or after the first round of the same size (rounds of thirty).
 """
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import socket
@@ -44,7 +51,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 #: the measurement down; much shorter, a loaded machine's page is discarded before its
 #: JavaScript connects)
 SESSION_ARGS = ["--unused-session-lifetime", "30000", "--check-unused-sessions", "2000"]
-#: one malloc arena for the server's threads, as the README advises for the lab: freed
+#: one malloc arena for the server's threads, as the README advises for serving: freed
 #: session memory is then in one heap that malloc_trim can hand back
 SERVER_ENV = {"MALLOC_ARENA_MAX": "1"}
 OPENED = "bnlab session opened"                 # logged by bnlab.ui.app per session built
@@ -74,7 +81,7 @@ class Server:
     """``panel serve apps/lab.py --warm`` on a free localhost port, its log in a file
     (``--warm`` builds the default run, compiling its programs, before it listens)."""
 
-    def __init__(self, log_path: Path, extra=()):
+    def __init__(self, log_path: Path, extra=(), trace_python_memory: bool = False):
         self.port = free_port()
         self.log_path = Path(log_path)
         self._log = open(self.log_path, "w")
@@ -84,7 +91,8 @@ class Server:
              "--liveness", "--allow-websocket-origin", f"localhost:{self.port}", "--warm",
              *SESSION_ARGS, *extra],
             cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT,
-            env={**os.environ, **SERVER_ENV})
+            env={**os.environ, **SERVER_ENV,
+                 **({"PYTHONTRACEMALLOC": "1"} if trace_python_memory else {})})
         self.url = f"http://localhost:{self.port}/lab"
         deadline = time.time() + 180
         while True:
@@ -145,6 +153,12 @@ class Server:
         counts = re.findall(r"Python objects: (\d+)", self.log())
         return int(counts[-1]) if counts else -1
 
+    def python_heap_mb(self) -> float:
+        """Memory held by Python's objects when the server last released a session
+        (only when it runs under ``tracemalloc``; else NaN)."""
+        sizes = re.findall(r"Python heap: ([\d.]+) MB", self.log())
+        return float(sizes[-1]) if sizes else float("nan")
+
     def stop(self):
         self.proc.terminate()
         try:
@@ -180,6 +194,7 @@ class Round:
     rss_closed_mb: float = float("nan")   # every session released
     labs_alive: int = -1                  # Lab objects in memory at the last release
     python_objects: int = -1              # objects tracked by gc at the last release
+    python_heap_mb: float = float("nan")  # held by Python objects then (tracemalloc only)
     one_by_one: bool = False              # visitors arrived one after another
     sessions_built: int = 0               # server sessions (> pages if some were discarded)
 
@@ -187,11 +202,13 @@ class Round:
         plot = [s.first_plot_s for s in self.sessions]
         upd = [s.first_update_s for s in self.sessions]
         arrival = "one by one" if self.one_by_one else "at once   "
+        heap = ("" if math.isnan(self.python_heap_mb)
+                else f" · Python heap {self.python_heap_mb:.1f} MB")
         return (f"{len(self.sessions):3d} sessions {arrival} · first plot median {statistics.median(plot):6.2f} s"
                 f" (max {max(plot):6.2f}) · first update median {statistics.median(upd):5.2f} s"
                 f" (max {max(upd):5.2f}) · RSS open {self.rss_open_mb:6.0f} MB,"
                 f" closed {self.rss_closed_mb:6.0f} MB · labs in memory {self.labs_alive}"
-                f" · Python objects {self.python_objects}"
+                f" · Python objects {self.python_objects}{heap}"
                 f" · server sessions {self.sessions_built}"
                 f" · pages with JavaScript errors {sum(bool(s.page_errors) for s in self.sessions)}")
 
@@ -262,6 +279,7 @@ def one_round(browser, server: Server, n: int, released_before: int,
     rnd.rss_closed_mb = server.rss_mb()
     rnd.labs_alive = server.labs_alive()
     rnd.python_objects = server.python_objects()
+    rnd.python_heap_mb = server.python_heap_mb()
     rnd.sessions_built = server.sessions_built() - built_before
     return rnd
 
@@ -287,12 +305,15 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--one-by-one", type=int, default=5,
                     help="visitors arriving one after another, after the first (0: none)")
+    ap.add_argument("--trace-python-memory", action="store_true",
+                    help="run the server under tracemalloc and report the memory Python's "
+                         "objects hold after each round")
     ap.add_argument("--log", default=str(ROOT / "test-output" / "app-load-server.log"))
     args = ap.parse_args()
     from playwright.sync_api import sync_playwright
     Path(args.log).parent.mkdir(exist_ok=True)
     t0 = time.perf_counter()
-    server = Server(Path(args.log))
+    server = Server(Path(args.log), trace_python_memory=args.trace_python_memory)
     print(f"server up in {time.perf_counter() - t0:.1f} s; RSS {server.rss_mb():.0f} MB")
     try:
         with sync_playwright() as p:
@@ -310,6 +331,9 @@ def main():
                       f"{statistics.median(later):.2f} s, max {max(later):.2f} s")
         print(f"RSS after last round / after one session: "
               f"{rounds[-1].rss_closed_mb / rounds[0].rss_closed_mb:.3f}")
+        if args.trace_python_memory:
+            print(f"Python heap after last round − after one session: "
+                  f"{rounds[-1].python_heap_mb - rounds[0].python_heap_mb:+.1f} MB")
         exc = server.exceptions()
         print(f"server-side exception lines: {len(exc)}")
         for line in exc[:20]:

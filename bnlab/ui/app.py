@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import gc
 import logging
+import tracemalloc
 import weakref
 from pathlib import Path
 
@@ -183,9 +184,13 @@ class Lab(pn.viewable.Viewer):
         self.surfaces.close()
         _forget_js_links([*self.controls.rows.values(), self.tour.layout, self.tabs])
         _return_freed_memory()
+        # with ``PYTHONTRACEMALLOC`` set, also the memory Python's objects still hold:
+        # what separates a leak from memory the allocators have freed but kept
+        traced = (f"; Python heap: {tracemalloc.get_traced_memory()[0] / 2**20:.1f} MB"
+                  if tracemalloc.is_tracing() else "")
         log.info("bnlab session closed: %s (labs in memory, this one included: %d; "
-                 "Python objects: %d)", getattr(session_context, "id", "-"), len(Lab._alive),
-                 len(gc.get_objects()))
+                 "Python objects: %d%s)", getattr(session_context, "id", "-"), len(Lab._alive),
+                 len(gc.get_objects()), traced)
 
     def template(self):
         css = (ASSETS / "lab.css").read_text() if (ASSETS / "lab.css").exists() else ""

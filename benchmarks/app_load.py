@@ -1,7 +1,7 @@
 """The lab under a class: rounds of browser sessions against one ``panel serve``.
 
     python benchmarks/app_load.py [--sessions 5] [--rounds 3] [--one-by-one 5]
-                                  [--trace-python-memory]
+                                  [--trace-python-memory] [--page-requests 30]
 
 After a first visitor alone, ``--one-by-one`` visitors arrive one after another (each
 once the page before has all its plots; a class coming in), then each round opens
@@ -18,7 +18,9 @@ objects still hold once its sessions are gone: a leak raises it, memory that the
 allocators keep after freeing it (the RSS high-water mark of many sessions at once)
 does not.
 The browsers share this machine's cores with the server: with several at once, each
-page waits for the others' rendering too.
+page waits for the others' rendering too. ``--page-requests N`` then asks for N pages at
+once without browsers and times the arrival of each page's HTML: the server's own share
+of a class arriving at once, as when the students' browsers run on their own machines.
 
 ``tests/test_ui_load.py`` runs the same ``load_rounds`` and asserts: every session
 updated, the step-only sessions stopped at exactly their own number of steps (no state
@@ -37,6 +39,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -147,8 +150,8 @@ class Server:
         return int(counts[-1]) if counts else -1
 
     def python_objects(self) -> int:
-        """Objects tracked by Python's collector when the server last released a
-        session (after a collection): what a leak of whole sessions makes grow, whatever
+        """Objects tracked by Python's collector, those it has frozen included, when the
+        server last released a session (after a collection): what a leak of whole sessions makes grow, whatever
         malloc does with the freed memory."""
         counts = re.findall(r"Python objects: (\d+)", self.log())
         return int(counts[-1]) if counts else -1
@@ -284,6 +287,27 @@ def one_round(browser, server: Server, n: int, released_before: int,
     return rnd
 
 
+def page_requests(server: Server, n: int) -> list[float]:
+    """``n`` requests for the page at once, no browser: the seconds until each page's
+    HTML has arrived. The server builds a visitor's page (widgets, the first figure) on
+    its one event loop, so the last of the ``n`` waits for all the others; the sessions,
+    never connected, are discarded after the unused-session lifetime."""
+    times = [math.nan] * n
+
+    def fetch(i):
+        t0 = time.perf_counter()
+        with urllib.request.urlopen(server.url, timeout=TIMEOUT_MS / 1000) as response:
+            response.read()
+        times[i] = time.perf_counter() - t0
+
+    threads = [threading.Thread(target=fetch, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return times
+
+
 def load_rounds(browser, server: Server, sessions: int, rounds: int, report=print,
                 one_by_one: int = 0):
     """A single-session round (the reference RSS), a round of ``one_by_one`` visitors
@@ -308,6 +332,9 @@ def main():
     ap.add_argument("--trace-python-memory", action="store_true",
                     help="run the server under tracemalloc and report the memory Python's "
                          "objects hold after each round")
+    ap.add_argument("--page-requests", type=int, default=0,
+                    help="after the rounds, this many page requests at once without "
+                         "browsers: the server's own time per page (0: none)")
     ap.add_argument("--log", default=str(ROOT / "test-output" / "app-load-server.log"))
     args = ap.parse_args()
     from playwright.sync_api import sync_playwright
@@ -329,6 +356,11 @@ def main():
             if later:
                 print(f"first plot, later visitors {label}: median "
                       f"{statistics.median(later):.2f} s, max {max(later):.2f} s")
+        if args.page_requests:
+            times = page_requests(server, args.page_requests)
+            print(f"{args.page_requests} page requests at once, no browser: median "
+                  f"{statistics.median(times):.2f} s, last {max(times):.2f} s")
+            server.wait_released(sum(len(r.sessions) for r in rounds) + args.page_requests)
         print(f"RSS after last round / after one session: "
               f"{rounds[-1].rss_closed_mb / rounds[0].rss_closed_mb:.3f}")
         if args.trace_python_memory:

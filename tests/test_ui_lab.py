@@ -1,10 +1,14 @@
 """The whole lab object outside a server: what a Jupyter cell gets from
 ``bnlab.ui.Lab()``, and what closing a session releases."""
+import gc
+import weakref
+
 import numpy as np
 import panel as pn
 from bokeh.document import Document
 
 import bnlab.ui
+from bnlab.ui import app
 
 
 def test_lab_builds_its_first_run_and_renders_inline_like_a_notebook_cell():
@@ -30,6 +34,28 @@ def test_close_releases_the_session_run():
     lab.live.step(1)                     # a late click or tick after closing does nothing
     lab.live._tick()
     assert lab.live.runner is None
+
+
+def test_the_server_freezes_its_lasting_objects_only_when_no_session_is_open(monkeypatch):
+    """A frozen cycle is never collected, so the server's ``gc.freeze`` waits until every
+    lab has been closed; a session opened after it is still collected whole."""
+    monkeypatch.setattr(app, "_lasting_objects_frozen", False)
+    monkeypatch.setattr(app.Lab, "_alive", weakref.WeakSet())    # this test's labs only
+    try:
+        first = bnlab.ui.Lab()
+        app._freeze_lasting_objects()
+        assert not app._lasting_objects_frozen and gc.get_freeze_count() == 0
+        first.close(None)
+        app._freeze_lasting_objects()
+        assert app._lasting_objects_frozen and gc.get_freeze_count() > 0
+        later = bnlab.ui.Lab()
+        later.close(None)
+        gone = weakref.ref(later)
+        del later
+        gc.collect()
+        assert gone() is None
+    finally:
+        gc.unfreeze()
 
 
 def test_csv_exports_hold_the_plotted_numbers():

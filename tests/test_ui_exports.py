@@ -57,7 +57,7 @@ def test_trace_and_band_csv_hold_the_shown_numbers(lab_browser, lab_url):
 
 def test_copy_link_reproduces_the_setup(lab_browser, lab_url):
     ctx, page = _open(lab_browser, lab_url + "?method=pep&alpha=0.3&kernel=matern32")
-    page.get_by_role("button", name="🔗 Copy link").click()
+    page.get_by_role("button", name="↪ Copy link").click()
     field = page.locator(".bn-link input")
     for _ in range(120):
         if "alpha" in field.input_value():

@@ -49,3 +49,17 @@ def test_page_requests_stay_on_the_server_origin(lab_browser, lab_url):
     ctx.close()
     assert len(requests) > 10 and sockets                 # the page and its scripts loaded
     assert foreign(requests + sockets) == []
+
+
+def test_the_lab_shows_no_emoji_a_classroom_machine_may_have_no_font_for():
+    """A character outside Unicode's basic plane (an emoji) is drawn as an empty box
+    where no emoji font is installed, as in Debian's chromium here; the lab's arrows and
+    symbols (▶ ↺ ⤓ ↪) are in DejaVu and in the systems' own fonts."""
+    from pathlib import Path
+
+    import bnlab.ui
+    ui = Path(bnlab.ui.__file__).parent
+    found = [(path.name, number, char) for path in sorted(ui.glob("*.py"))
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             for char in line if ord(char) > 0xFFFF]
+    assert found == []

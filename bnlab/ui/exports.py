@@ -76,7 +76,7 @@ class Exports(pn.viewable.Viewer):
             color="light", width=130, css_classes=["bn-band-csv"])
         self.link = pn.widgets.TextInput(placeholder="press Copy link", width=360,
                                          css_classes=["bn-link"])
-        self.copy = pn.widgets.Button(label="🔗 Copy link", width=120,
+        self.copy = pn.widgets.Button(label="↪ Copy link", width=120,
                                       description="a link to this exact setup (an uploaded "
                                       "CSV file is not part of it)")
         self.copy.js_on_click(args={"field": self.link}, code=_COPY_JS)

@@ -135,3 +135,45 @@ def test_sessions_are_independent_and_shared_url_restores(lab_browser, lab_url, 
     assert _method(b) == "vi"
     for ctx in (ctx_a, ctx_b, ctx_c):
         ctx.close()
+
+
+_SURFACE_PANEL_JS = """(title) => {
+  for (const view of Bokeh.index.all_views())
+    if (view.frame && view.model.title && view.model.title.text === title) {
+      const box = view.el.getBoundingClientRect(), frame = view.frame.bbox;
+      return {x: box.x, y: box.y, width: box.width, right: frame.right, top: frame.top,
+              bottom: frame.bottom};
+    }
+  return null;
+}"""
+
+
+def test_surface_panels_paint_their_colour_bar_beside_the_frame(lab_browser, lab_url, shots):
+    """Each surface panel's colour bar is painted right of its frame. With the pages in
+    one Column with the tour panel, the panels were painted with the colour bar where the
+    y axis belongs and nothing right of the frame, while BokehJS's layout numbers were
+    right: only the pixels show it."""
+    import io
+
+    from PIL import Image
+
+    ctx, page = _open(lab_browser, lab_url)
+    page.locator(".bk-tab", has_text="Surfaces").first.click()
+    page.get_by_role("button", name="Compute surfaces").click()
+    panel = None
+    for _ in range(360):
+        panel = page.evaluate(_SURFACE_PANEL_JS, "laplace")
+        if panel:
+            break
+        page.wait_for_timeout(500)
+    assert panel, "no surface panel drawn"
+    page.wait_for_timeout(1000)                         # its last paint
+    strip = {"x": panel["x"] + panel["right"] + 4, "y": panel["y"] + panel["top"],
+             "width": panel["width"] - panel["right"] - 8,
+             "height": panel["bottom"] - panel["top"]}
+    page.screenshot(path=str(shots / "ui-surface-panels.png"), full_page=True)
+    pixels = Image.open(io.BytesIO(page.screenshot(clip=strip))).convert("RGB").getdata()
+    coloured = sum(max(p) - min(p) > 80 for p in pixels)   # viridis, not grey or white
+    assert coloured > 500, (coloured, panel)
+    assert page.console_errors == []
+    ctx.close()

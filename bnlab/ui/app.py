@@ -205,15 +205,22 @@ class Lab(pn.viewable.Viewer):
         extra = {"logo": str(logo)} if logo.exists() else {}
         return LabTemplate(
             title="bnlab — approximate inference lab", sidebar=[self.controls],
-            # the tour panel and the pages in one card: an inactive (hidden) tour leaves
-            # no empty card above the pages
-            main=[pn.Column(self.tour, self.tabs, sizing_mode="stretch_both")],
+            main=self._main_cards(),
             sidebar_width=340, raw_css=[css], accent="#1f5fa8",
             font_url="data:text/css,", **extra)
 
+    def _main_cards(self) -> list:
+        """The template's main items, each a card of its own: the tour panel only when
+        the address asks for a tour (hidden, it left an empty card above the pages).
+        Not one Column holding both: there, HoloViews' surface panels were painted with
+        their colour bar where the y axis belongs and the x axis above the frame, though
+        BokehJS laid them out right (Bokeh 3.9, Panel 1.9)."""
+        asks_for_tour = bool(pn.state.session_args.get("tour"))
+        return [self.tour, self.tabs] if asks_for_tour else [self.tabs]
+
     def __panel__(self):
-        return pn.Row(pn.Column(self.controls, width=340), pn.Column(self.tour, self.tabs),
-                      sizing_mode="stretch_both")
+        # a tour opens from the address only, so a notebook has none to show
+        return pn.Row(pn.Column(self.controls, width=340), self.tabs, sizing_mode="stretch_both")
 
 
 def serve_resources_locally():

@@ -151,8 +151,8 @@ class Server:
 
     def python_objects(self) -> int:
         """Objects tracked by Python's collector, those it has frozen included, when the
-        server last released a session (after a collection): what a leak of whole sessions makes grow, whatever
-        malloc does with the freed memory."""
+        server last released a session (after a collection): what a leak of whole
+        sessions makes grow, whatever malloc does with the freed memory."""
         counts = re.findall(r"Python objects: (\d+)", self.log())
         return int(counts[-1]) if counts else -1
 

@@ -115,7 +115,6 @@ class Lab(pn.viewable.Viewer):
     def __init__(self, **params):
         super().__init__(**params)
         Lab._alive.add(self)
-        self.closed = False
         self.follow_url = False            # serve_lab: settings from and to the address
         self.settings = LabSettings()
         self.link_errors = {}
@@ -182,7 +181,6 @@ class Lab(pn.viewable.Viewer):
     def close(self, session_context):
         """The browser session is gone: stop its periodic callback and any surface
         computation, and drop its runs, so a class of thirty leaves nothing behind."""
-        self.closed = True
         self.live.close()
         self.surfaces.close()
         _forget_js_links([*self.controls.rows.values(), self.tour.layout, self.tabs])
@@ -246,7 +244,7 @@ def _freeze_lasting_objects():
     if _lasting_objects_frozen:
         return
     gc.collect()
-    if any(not lab.closed for lab in Lab._alive):   # a session is open: wait for its close
+    if any(not lab.live.closed for lab in Lab._alive):   # a session is open: wait for it
         return
     gc.freeze()
     _lasting_objects_frozen = True

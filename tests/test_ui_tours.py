@@ -81,6 +81,29 @@ def test_back_restores_the_previous_step_after_the_user_played(key):
     assert panel.index == 0                       # Back stops at the first step
     panel.exit.clicks += 1
     assert panel.tour is None and not panel.layout.visible
+    assert tours.CLOSED_CLASS in panel.layout.css_classes      # its card hidden too
+
+
+def test_a_copied_address_reopens_its_step_with_its_own_settings():
+    """A link that names settings besides ``tour`` and ``step`` was copied from the
+    address bar: the step's text, page and tab come back, and the settings stay the
+    link's (the user's changes since the step included), not the step's."""
+    tour = tours.ALPHA
+    lab = PagesOnly()
+    lab.settings.param.update(**tour.settings(2))
+    lab.settings.lengthscale = 3.3                              # as the link has it
+    panel = tours.TourPanel(lab, perform_actions=False)
+    panel.open("alpha", 2, keep_settings=True)
+    assert panel.index == 2 and panel.text.object == tour.steps[2].text
+    assert lab.settings.lengthscale == 3.3
+    assert {**_current(lab), "lengthscale": tour.settings(2)["lengthscale"]} == tour.settings(2)
+    assert lab.tabs.active == tours.TABS.index(tour.steps[2].tab)
+    assert tours.CLOSED_CLASS not in panel.layout.css_classes
+    panel.go(1)                                                 # Back: the step's own again
+    _check_step(lab, tour, 1)
+    panel.open("alpha", 99)                                     # a step past the end: the last
+    assert panel.index == len(tour.steps) - 1
+    _check_step(lab, tour, panel.index)
 
 
 def test_unknown_tour_names_the_tours():

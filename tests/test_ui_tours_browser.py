@@ -1,6 +1,10 @@
 """A guided tour in a real browser (Playwright + Debian chromium): ``?tour=alpha``
 opens the narration, Next walks through every step, each step's text is shown and its
-settings reach the sidebar, the URL and the live run."""
+settings reach the sidebar, the URL and the live run; the address names the step, a
+copied address reopens that step with its settings, and Exit takes the tour (and its
+card) off the page and out of the address."""
+from urllib.parse import parse_qs, urlsplit
+
 import pytest
 
 from bnlab.ui import tours
@@ -23,6 +27,16 @@ def _step_shown(page, k):
     widgets live in shadow roots."""
     expect(page.locator(".bn-tour-step")).to_have_text(str(k), timeout=STEP_TIMEOUT_MS)
     expect(page.locator(".bn-tour-busy")).to_have_count(0, timeout=STEP_TIMEOUT_MS)
+
+
+def _query(page) -> dict:
+    return {k: v[-1] for k, v in parse_qs(urlsplit(page.url).query).items()}
+
+
+def _card_shown(page) -> bool:
+    """Whether the template card around the tour panel is displayed."""
+    return page.evaluate("getComputedStyle(document.querySelector('.bn-tour')"
+                         ".closest('.card-margin')).display") != "none"
 
 
 def test_alpha_tour_walks_through_its_steps(lab_browser, lab_url, shots):
@@ -48,6 +62,9 @@ def test_alpha_tour_walks_through_its_steps(lab_browser, lab_url, shots):
             assert f"alpha={want['alpha']:g}" in page.evaluate("document.location.search")
         label = page.locator(".ctl-method select").input_value()
         assert label.startswith(want["method"] + " —")
+        page.wait_for_function("(k) => document.location.search.includes('step=' + k)",
+                               arg=k + 1, timeout=30_000)
+        assert _query(page)["tour"] == "alpha"
         if step.tab == "Live":
             expect(page.locator(".bn-status b").first).to_have_text(want["method"],
                                                                     timeout=60_000)
@@ -60,7 +77,24 @@ def test_alpha_tour_walks_through_its_steps(lab_browser, lab_url, shots):
     expect(page.locator(".bn-tour-step")).to_have_text(str(n - 1), timeout=STEP_TIMEOUT_MS)
     page.wait_for_function("() => document.location.search.includes('method=ep')",
                            timeout=STEP_TIMEOUT_MS)
+    # the address of this step, copied after the user changed a setting, reopens the
+    # step with the changed setting kept
+    page.locator(".ctl-lengthscale input").first.fill("3.5")
+    page.locator(".ctl-lengthscale input").first.press("Enter")
+    page.wait_for_function("() => document.location.search.includes('lengthscale=3.5')",
+                           timeout=30_000)
+    copied = page.url
+    assert _card_shown(page)
     _button(page, "Exit tour").click()
     page.wait_for_selector(".bn-tour", state="hidden", timeout=30_000)
+    page.wait_for_function("() => !document.location.search.includes('tour=')", timeout=30_000)
+    assert "step" not in _query(page) and _query(page)["lengthscale"] == "3.5"
+    assert not _card_shown(page)
+    other = ctx.new_page()
+    other.on("pageerror", lambda e: errors.append(str(e)))
+    other.goto(copied, timeout=STEP_TIMEOUT_MS)
+    _step_shown(other, n - 1)
+    assert other.locator(".ctl-lengthscale input").first.input_value() == "3.5"
+    assert _query(other)["lengthscale"] == "3.5" and _query(other)["step"] == str(n - 1)
     assert errors == []
     ctx.close()

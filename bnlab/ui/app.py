@@ -118,6 +118,7 @@ class Lab(pn.viewable.Viewer):
         self.follow_url = False            # serve_lab: settings from and to the address
         self.settings = LabSettings()
         self.link_errors = {}
+        self.link_names_settings = False   # sync_url: the address named some setting
         self.status = Status()
         self.controls = Controls(self.settings, self.status)
         self.live = LiveView(self.settings, self.status)
@@ -143,6 +144,7 @@ class Lab(pn.viewable.Viewer):
         if loc is None:
             return
         good, self.link_errors = parse_link(loc.search or "")
+        self.link_names_settings = bool(good or self.link_errors)
         if good:
             self.settings.apply_link(good)
         # the bad values are reported by ``start``; sync's own all-or-nothing update
@@ -166,7 +168,7 @@ class Lab(pn.viewable.Viewer):
                 if pn.state.notifications is not None:
                     pn.state.notifications.warning(link_notice(self.link_errors), duration=0)
             if self.follow_url:
-                self.tour.open_from_url()
+                self.tour.open_from_url(keep_settings=self.link_names_settings)
             if self.live.runner is None:   # … else (or if they cannot) build it now
                 self.live.rebuild()
         finally:

@@ -4,9 +4,9 @@ A tour is data: each step is a short text, the sidebar settings it applies (ever
 ``URL_PARAMS`` setting, from its default, the tour's base and the step's own values, so
 a step looks the same whatever the user changed in between), the page to show, values
 for that page's own controls, and actions to perform on arrival (compute the MCMC
-reference, run, sweep α …). ``?tour=<key>`` in the page URL opens one; the
-``TourPanel`` above the pages shows the text with Back / Next / Exit, and the user may
-play with every control between steps.
+reference, run, sweep α …). ``?tour=<key>`` in the page URL opens one (``&step=<k>``
+at its k-th step); the ``TourPanel`` above the pages shows the text with Back / Next /
+Exit, and the user may play with every control between steps.
 
 Every claim a step's text makes was checked on these settings with the engine (see
 ``tests/test_ui_tours.py``, which re-checks the ones a change of the engine could
@@ -17,6 +17,7 @@ import html
 import threading
 from dataclasses import dataclass, field
 from typing import Mapping
+from urllib.parse import parse_qsl, urlencode
 
 import panel as pn
 
@@ -33,6 +34,11 @@ ACTIONS = {
     "surface": lambda lab: lab.surfaces.compute(),
 }
 TABS = ("Live", "Compare", "Surfaces", "About")
+#: the address's keys for the open tour and its step (1-based)
+TOUR_QUERY = ("tour", "step")
+#: the tour panel's class while no tour is open: the page's stylesheet hides the
+#: template card around it (``assets/lab.css``), which ``visible`` alone left empty
+CLOSED_CLASS = "bn-tour-closed"
 
 
 @dataclass(frozen=True)
@@ -240,53 +246,88 @@ class TourPanel(pn.viewable.Viewer):
         self.next.on_click(lambda e: self.go(self.index + 1))
         self.exit.on_click(lambda e: self.close())
         self.layout = pn.Column(self.heading, self.text, pn.Row(self.back, self.next, self.exit),
-                                css_classes=["bn-tour"], visible=False,
+                                css_classes=["bn-tour", CLOSED_CLASS], visible=False,
                                 sizing_mode="stretch_width")
 
     def __panel__(self):
         return self.layout
 
-    def open(self, key: str):
-        """Start tour ``key`` at its first step (ValueError naming the tours if unknown)."""
+    def open(self, key: str, step: int = 0, keep_settings: bool = False):
+        """Start tour ``key`` at step ``step`` (0-based, clamped to the tour), with that
+        step's settings unless ``keep_settings`` (ValueError naming the tours if
+        unknown)."""
         if key not in TOURS:
             raise ValueError(f"no tour {key!r}; the tours are {', '.join(TOURS)}")
         self.tour = TOURS[key]
-        self.layout.visible = True
-        self.go(0)
+        self._set_shown(True)
+        self.go(step, apply_settings=not keep_settings)
 
-    def open_from_url(self) -> bool:
-        """Open the tour named by ``?tour=`` (an unknown name is reported, not raised)."""
+    def open_from_url(self, keep_settings: bool = False) -> bool:
+        """Open the tour named by ``?tour=`` at ``&step=`` (1-based; the first if absent).
+        ``keep_settings``: the link also named settings, so it is a copied address and
+        shows the state it was copied in, the user's changes since the step included
+        (the lab has applied them already); a bare ``?tour=`` link applies the step's
+        own. An unknown tour, or a step the tour lacks, is named in the panel."""
         loc = pn.state.location
-        key = (loc.query_params.get("tour") if loc is not None else None) or ""
+        query = dict(parse_qsl((loc.search or "").lstrip("?"))) if loc is not None else {}
+        key = query.get("tour", "")
         if not key:
             return False
+        asked = query.get("step", "1")
+        step = int(asked) - 1 if asked.isdigit() else 0
         try:
-            self.open(str(key))
+            self.open(key, step, keep_settings=keep_settings)
         except ValueError as exc:
-            self.layout.visible = True
+            self._set_shown(True)
             self.heading.object = f"<span class='bn-error'>{html.escape(str(exc))}</span>"
             self.text.object = ""
             self.back.visible = self.next.visible = False
             return False
+        if not (asked.isdigit() and step == self.index):
+            self.heading.object += (f" · <span class='bn-warn'>the link asked for step "
+                                    f"“{html.escape(asked[:20])}”; this tour has steps 1 to "
+                                    f"{len(self.tour.steps)}</span>")
         return True
 
     def close(self):
+        """Exit: hide the panel (and its card) and take the tour out of the address, so
+        a reload or a copied link keeps the user's settings instead of reopening it."""
         self.tour = None
-        self.layout.visible = False
+        self._set_shown(False)
+        self._set_query(())
 
-    def go(self, k: int):
+    def _set_shown(self, shown: bool):
+        self.layout.visible = shown
+        self.layout.css_classes = ["bn-tour"] if shown else ["bn-tour", CLOSED_CLASS]
+
+    @staticmethod
+    def _set_query(pairs):
+        """Put ``pairs`` of ``TOUR_QUERY`` first in the address, the settings after them
+        as they were (the raw text: Panel's parsed query would rewrite their values)."""
+        loc = pn.state.location
+        if loc is None:
+            return
+        rest = [(k, v) for k, v in parse_qsl((loc.search or "").lstrip("?"),
+                                              keep_blank_values=True) if k not in TOUR_QUERY]
+        items = [*pairs, *rest]
+        loc.search = "?" + urlencode(items) if items else ""
+
+    def go(self, k: int, apply_settings: bool = True):
         """Show step ``k``: apply its settings and page controls, switch to its page, then
-        perform its actions. One step at a time: callbacks run in threads, and a quick
-        second click waits for the step being computed instead of racing it."""
+        perform its actions; the address names the tour and step. One step at a time:
+        callbacks run in threads, and a quick second click waits for the step being
+        computed instead of racing it."""
         with self._acting:
-            self._show(k)
+            self._show(k, apply_settings)
 
-    def _show(self, k: int):
+    def _show(self, k: int, apply_settings: bool):
         if self.tour is None:
             return
         k = min(max(int(k), 0), len(self.tour.steps) - 1)
         self.index, step = k, self.tour.steps[k]
-        self.lab.settings.param.update(**self.tour.settings(k))
+        if apply_settings:
+            self.lab.settings.param.update(**self.tour.settings(k))
+        self._set_query([("tour", self.tour.key), ("step", k + 1)])
         if step.page:
             _set_page(getattr(self.lab, step.tab.lower()), step.page)
         self.lab.tabs.active = TABS.index(step.tab)

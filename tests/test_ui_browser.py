@@ -2,6 +2,8 @@
 
 import pytest
 
+expect = pytest.importorskip("playwright.sync_api").expect
+
 pytestmark = pytest.mark.ui
 
 LOAD_TIMEOUT = 90_000
@@ -110,8 +112,15 @@ def test_bad_csv_shows_the_error_and_keeps_the_page(lab_browser, lab_url, shots)
         files=[{"name": "bad.csv", "mimeType": "text/csv", "buffer": b"x,y\n1,2\n3,oops\n"}])
     page.wait_for_selector(".bn-error:has-text('non-numeric')", timeout=30_000)
     page.screenshot(path=str(shots / "ui-bad-csv.png"), full_page=True)
-    # the previous run is still there and can be stepped
-    page.get_by_role("button", name="Step", exact=True).click()
+    # no run is left to be read as the CSV's: Run and Step are off; the settings stay
+    step = page.get_by_role("button", name="Step", exact=True)
+    expect(step).to_be_disabled(timeout=30_000)
+    expect(page.get_by_role("button", name="▶ Run")).to_be_disabled()
+    assert page.locator(".ctl-dataset select").input_value().startswith("My CSV")
+    # a valid choice builds a run again, which steps
+    _choose(page, "dataset", "Classification (1-D, ±1 labels)")
+    expect(step).to_be_enabled(timeout=60_000)
+    step.click()
     for _ in range(60):
         if _iteration(page) == 1:
             break

@@ -10,6 +10,7 @@ import bnlab
 from bnlab.ui.compare import converge
 from bnlab.ui.controls import Controls, Status
 from bnlab.ui.live import LiveView
+from bnlab.ui.live_plots import BAD, REJECTED, psd_colours
 from bnlab.ui.problem import SettingError, build_problem
 from bnlab.ui.runner import ellipse_points, make_runner
 from bnlab.ui.settings import URL_PARAMS, LabSettings
@@ -97,6 +98,41 @@ def test_diverged_run_is_recorded_not_raised():
     assert not snap["psd"]["posterior_psd"][-1]
     assert r.step(5) == 0                 # a diverged run stays at its last PSD iterate
     assert np.isfinite(snap["bands"]["f1"]["mean"]).all()
+    colours = psd_colours(np.concatenate([snap["psd"]["posterior_psd"]] * 2),
+                          snap["psd"]["accepted"], diverged=True)
+    assert colours[len(snap["psd"]["accepted"]) - 1] == BAD    # the step that ended it: red
+
+
+def test_psd_strip_tells_a_rejected_proposal_from_an_invalid_iterate():
+    """The heteroscedastic preset under VI converges, with Anderson-mixed proposals
+    whose posterior was not PD along the way. Each such step left the sites as they
+    were (checked on the state, not on the flags), so the strip draws it amber, never
+    red, and the status does not claim ρ changed (a mixed step is rejected without
+    halving it)."""
+    s = LabSettings(dataset="heteroscedastic_1d")
+    s.method = "vi"
+    r = make_runner(build_problem(s), s)
+    invalid_proposals = 0
+    while r.stop_reason() is None:
+        before = [np.array(leaf) for leaf in (r.state.sites.nat1, r.state.sites.prec)]
+        r.step(1)
+        q = r.snapshot()["psd"]
+        if not (q["posterior_psd"][-1] and q["cavity_psd"][-1]):
+            invalid_proposals += 1
+            after = (r.state.sites.nat1, r.state.sites.prec)
+            assert all(np.array_equal(b, np.asarray(a)) for b, a in zip(before, after))
+    snap = r.snapshot()
+    assert snap["status"]["stop"] == "converged" and invalid_proposals >= 3
+    q = snap["psd"]
+    colours = psd_colours(np.concatenate([q["posterior_psd"], q["cavity_psd"]]),
+                          q["accepted"], snap["status"]["diverged"])
+    assert BAD not in colours and colours.count(REJECTED) >= invalid_proposals
+    live = LiveView(s, Status())
+    live.runner, live.problem = r, r.problem
+    live._render_status(snap["status"])
+    assert live.status_pane.object.endswith("rejected by the safeguards")   # ρ as set
+    # a cavity that is not PD at an accepted iterate is a fact about the iterate: red
+    assert psd_colours(np.array([True, True, True, False]), [True, True], False)[3] == BAD
 
 
 def test_joint_view_ellipse_is_the_two_sigma_contour():
@@ -147,6 +183,9 @@ def test_step_control_reaches_the_elbo_optimum_where_fixed_step_vi_cycles():
     assert fixed.energy[-1] < g.energy[-1] - 0.5
     st = ctrl.snapshot()["status"]
     assert st["rejected"] >= 1 and st["step_size"] <= 0.25
+    live = LiveView(s, Status())
+    live._render_status(st)
+    assert f"ρ reduced to <b>{st['step_size']:.3g}</b>" in live.status_pane.object
     ep = LabSettings(method="ep").reasons()
     assert "backtrack" in ep and "covariance" in ep and "band" in ep
     assert "backtrack" not in s.reasons() and "covariance" in s.reasons()
@@ -239,7 +278,11 @@ def test_divergence_by_a_non_pd_cavity_is_named_in_the_status():
     assert np.isfinite(st["energy"]) and st["energy"] == live.runner.energy[-2]
 
 
-def test_live_view_step_updates_plot_sources_and_error_keeps_state():
+def test_live_view_step_updates_plot_sources_and_bad_settings_leave_no_run():
+    """Steps reach the plot sources; settings that cannot be built (a bad CSV, a Markov
+    GP with an RBF kernel) name their control, keep the settings, and leave no run:
+    the plots are emptied and Run / Step are off and do nothing, where they went on
+    with the previous model under the new settings' names."""
     s, st = LabSettings(method="ep"), Status()
     live = LiveView(s, st)
     assert live.rebuild()
@@ -251,10 +294,29 @@ def test_live_view_step_updates_plot_sources_and_error_keeps_state():
     live.select_pair(1, 4)
     assert len(src["ellipse"].data["a"]) > 0 and len(src["pair"].data["x"]) == 2
     runner = live.runner
-    s.param.update(dataset="csv", csv_text="a,b\n1,oops\n")     # bad CSV: error, old run kept
-    assert "csv" in st.errors and live.runner is runner
+    s.param.update(dataset="csv", csv_text="a,b\n1,oops\n")     # bad CSV: error, no run
+    assert "csv" in st.errors and s.csv_text == "a,b\n1,oops\n"
+    _assert_no_run(live)
     s.param.update(dataset="classification_1d", csv_text="")
-    assert st.errors == {} and live.runner is not runner
+    assert st.errors == {} and live.runner is not None and live.runner is not runner
+    assert not live.run_button.disabled and len(src["f1"].data["mean"]) > 0
+    live.step(2)
+    s.param.update(model="markov", kernel="rbf")               # the audit's combination
+    assert "kernel" in st.errors or "model" in st.errors
+    _assert_no_run(live)
+    assert "Matérn" in live.status_pane.object
+    s.kernel = "matern32"                                       # fixed: a fresh run
+    assert st.errors == {} and live.runner.snapshot()["status"]["iteration"] == 0
+    assert not (live.run_button.disabled or live.step_button.disabled)
+
+
+def _assert_no_run(live):
+    assert live.runner is None and live.problem is None
+    assert all(len(next(iter(src.data.values()))) == 0 for src in live.plots.src.values())
+    assert live.run_button.disabled and live.step_button.disabled and live.reset_button.disabled
+    live.run()
+    live.step(3)
+    assert not live.running and live.runner is None
 
 
 def _legend_labels(figure):
@@ -284,6 +346,9 @@ def test_legends_list_only_what_has_data():
     s.param.update(dataset="heteroscedastic_1d")            # two latents: f2 has a band
     assert st.errors == {}
     assert {"latent f2 ± 2σ", "latent f2 mean"} <= _legend_labels(band)
+    assert "of latent f1" in live.plots.site_prec.title.text      # the sites shown: f1's
+    s.param.update(dataset="classification_1d")
+    assert "latent" not in live.plots.site_prec.title.text
     assert not {"MCMC ± 2σ", "MCMC mean"} & _legend_labels(band)
 
 

@@ -47,6 +47,7 @@ def test_trace_and_band_csv_hold_the_shown_numbers(lab_browser, lab_url):
     assert [int(r["iteration"]) for r in trace] == [0, 1, 2, 3]
     assert f"{float(trace[-1]['energy']):.4f}" == energy
     assert all(r["posterior_psd"] == "1" and float(r["step_size"]) > 0 for r in trace)
+    assert trace[0]["accepted"] == "1" and {r["accepted"] for r in trace} <= {"0", "1"}
     band = _download(page, "⤓ Band CSV")
     assert len(band) == 200
     for r in band:

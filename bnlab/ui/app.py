@@ -42,7 +42,8 @@ a likelihood, a kernel and an inference method in the sidebar, then press **Run*
 * *Posterior*: the latent function's mean and a ±2σ band; grey dots are the data.
 * *Energy*: the method's approximation of the log marginal likelihood, per iteration.
 * *PSD status*: a red square marks an iteration where the posterior or a cavity
-  distribution stopped being a valid Gaussian (not positive definite).
+  distribution stopped being a valid Gaussian (not positive definite); an amber one, a
+  proposed step that would have, which the safeguards rejected (the iterate stayed).
 * *Sites*: the Gaussian factors that stand in for each data point's likelihood.
 * *Two points*: click two data points to see the joint Gaussian of their latent values.
 

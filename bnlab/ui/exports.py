@@ -12,7 +12,7 @@ import numpy as np
 import panel as pn
 
 TRACE_COLUMNS = ("iteration", "energy", "step_size", "max_change", "posterior_psd",
-                 "cavity_psd")
+                 "cavity_psd", "accepted")
 
 
 def _number(v) -> str:
@@ -22,15 +22,17 @@ def _number(v) -> str:
 def trace_csv(snap: dict) -> str:
     """One row per iteration (0: the initial sites): the method's energy, the step size ρ
     in effect after the iteration (the step control halves it on a rejected step), the
-    largest change of a site parameter, and whether the posterior and the cavities were
-    positive definite."""
+    largest change of a site parameter, whether the posterior and the cavities of the
+    iteration's proposal were positive definite, and whether the proposal was accepted
+    (a rejected one leaves the iterate as it was)."""
     t, q = snap["trace"], snap["psd"]
     lines = [",".join(TRACE_COLUMNS)]
     for i in range(len(t["iteration"])):
         lines.append(",".join([str(int(t["iteration"][i])), _number(t["energy"][i]),
                                _number(t["step_size"][i]), _number(t["max_change"][i]),
                                str(int(bool(q["posterior_psd"][i]))),
-                               str(int(bool(q["cavity_psd"][i])))]))
+                               str(int(bool(q["cavity_psd"][i]))),
+                               str(int(bool(q["accepted"][i])))]))
     return "\n".join(lines) + "\n"
 
 

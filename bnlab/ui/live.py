@@ -140,7 +140,10 @@ class LiveView(pn.viewable.Viewer):
         """New problem and runner from the settings; errors go next to their control.
         While it builds (JAX compiles a new data shape, likelihood or method: seconds),
         the plots carry a busy overlay that also takes their clicks, and the driving
-        buttons are off: the old problem is never shown as the new one."""
+        buttons are off: the old problem is never shown as the new one. Settings that
+        cannot be built drop the old run too (its plots are emptied, Run and Step stay
+        off until the settings are fixed): Run would otherwise go on with the previous
+        model under the new settings' names."""
         self._halt()
         s = self.settings
         errors = {}
@@ -155,9 +158,13 @@ class LiveView(pn.viewable.Viewer):
             except (ValueError, TypeError) as exc:
                 errors["method"] = str(exc)
             if errors:
+                with self._lock:
+                    self.problem = self.runner = None
                 self.status.errors = errors
                 self.message = next(iter(errors.values()))
                 self._render_status()
+                self.description.object = ""
+                pn.state.execute(self._draw_no_run, schedule="auto")
                 return False
             with self._lock:
                 self.problem, self.runner = problem, runner
@@ -176,9 +183,16 @@ class LiveView(pn.viewable.Viewer):
         self.busy = busy
         for pane in self.panes.values():    # (the layouts: Panel's Bokeh pane cannot load)
             pane.loading = busy
+        self._enable_buttons()
+
+    def _enable_buttons(self):
+        """The driving buttons work only while there is a run and it is not being
+        rebuilt."""
+        off = self.busy or self.runner is None
         for b in (self.step_button, self.reset_button, self.mcmc_button):
-            b.disabled = busy
-        self.run_button.disabled = busy or self.running
+            b.disabled = off
+        self.run_button.disabled = off or self.running
+        self.pause_button.disabled = not self.running
 
     # -- driving --------------------------------------------------------------------
     def step(self, k: int = 1):
@@ -219,7 +233,7 @@ class LiveView(pn.viewable.Viewer):
         if self._callback is not None and self._callback.running:
             self._callback.stop()
         was_running, self.running = self.running, False
-        self.run_button.disabled, self.pause_button.disabled = self.busy, True
+        self._enable_buttons()
         return was_running
 
     def _pace(self):
@@ -353,6 +367,15 @@ class LiveView(pn.viewable.Viewer):
             self.message = ""
             self._render_status(snap["status"])
 
+    def _draw_no_run(self):
+        """Empty plots while the settings cannot be built (on the event loop, as
+        ``_draw``): nothing of the previous run is left to be read as the new one's."""
+        if self.closed or self.runner is not None:
+            return
+        with pn.io.hold():
+            self.plots.clear()
+            self.mcmc_pane.visible = False
+
     def _render_status(self, st=None):
         if self.message:
             self.status_pane.object = markup.error(self.message)
@@ -377,8 +400,11 @@ class LiveView(pn.viewable.Viewer):
             state = "<b class='bn-warn'>cancelled</b>: paused before converging (▶ Run goes on)"
         else:
             state = "ready" if st["iteration"] == 0 else "paused"
-        control = (f" · {st['rejected']} proposed step(s) rejected by the safeguards; "
-                   f"ρ is now <b>{st['step_size']:.3g}</b>" if st["rejected"] else "")
+        control = (f" · {st['rejected']} proposed step(s) rejected by the safeguards"
+                   if st["rejected"] else "")
+        if st["rejected"] and st["step_size"] < st["first_step_size"] * (1 - 1e-9):
+            # the step control halves ρ; an Anderson-mixed step is rejected without
+            control += f"; ρ reduced to <b>{st['step_size']:.3g}</b>"
         self.status_pane.object = (f"Method <b>{self.settings.method}</b> · iteration "
                                    f"<b>{st['iteration']}</b> · energy <b>{st['energy']:.4f}</b>"
                                    f" · {state}{control}")

@@ -11,6 +11,7 @@ from bokeh.plotting import figure
 
 LATENT = ("#1f5fa8", "#c2571a")
 OK, BAD, GREY, PAIR = "#4c9a2a", "#d62728", "#555555", "#7b3294"
+REJECTED = "#f0a030"     # a proposal that was not PD, rejected: the iterate stayed valid
 PSD_ROWS = ["cavities PSD", "posterior PSD"]
 
 
@@ -43,6 +44,19 @@ def _gap(iterations, energies, latest):
     return {"iteration": np.asarray(iterations)[keep], "gap": gap[keep]}
 
 
+def psd_colours(flags, accepted, diverged: bool) -> list:
+    """The PSD strip's colours, both rows (posterior, cavities) after each other: the flags
+    describe each iteration's proposal (``bnlab.engine.loop``), so a proposal that was
+    not PD but was rejected while the run went on (an Anderson-mixed step) is amber, not
+    red: the iterate shown stayed a valid Gaussian. Red: the iterate itself (accepted)
+    is not PD in that row, or the step that ended a diverged run."""
+    kept = ~np.asarray(accepted, bool)
+    if diverged and len(kept):
+        kept[-1] = False
+    kept = np.concatenate([kept, kept])
+    return np.where(flags, OK, np.where(kept, REJECTED, BAD)).tolist()
+
+
 class LivePlots:
     """The live view's figures and their data sources. The posterior band is built at
     once; the other figures (each a few dozen Bokeh models that the server builds for
@@ -60,7 +74,7 @@ class LivePlots:
                     "prec": S("x", "prec", "colour"), "nat1": S("x", "nat1"),
                     "samples": S("a", "b"), "ellipse": S("a", "b"), "jmean": S("a", "b")}
         self.built = False
-        self._labels = {"x": "x", "probability": False, "joint": None}
+        self._labels = {"x": "x", "probability": False, "joint": None, "latents": 1}
         self.band = self._band()
 
     def _band(self):
@@ -106,7 +120,8 @@ class LivePlots:
         e.scatter("iteration", "energy", source=s["energy"], size=4, color="#333333")
         self.energy = e
 
-        q = _fig("PSD status (red: not positive definite)", "iteration", "",
+        q = _fig("PSD status (red: not positive definite; amber: a rejected proposal was "
+                 "not, the iterate stayed)", "iteration", "",
                  y_range=FactorRange(*PSD_ROWS), height=130)
         q.rect("iteration", "check", width=0.9, height=0.8, source=s["psd"], color="colour")
         self.psd = q
@@ -161,13 +176,21 @@ class LivePlots:
         checks = [PSD_ROWS[1]] * len(q["iteration"]) + [PSD_ROWS[0]] * len(q["iteration"])
         flags = np.concatenate([q["posterior_psd"], q["cavity_psd"]])
         s["psd"].data = {"iteration": its, "check": checks,
-                         "colour": np.where(flags, OK, BAD).tolist()}
+                         "colour": psd_colours(flags, q["accepted"], snap["status"]["diverged"])}
         st = snap["sites"]
         s["prec"].data = {"x": st["x"], "prec": st["prec"],
                           "colour": np.where(st["prec"] < 0, BAD, LATENT[0]).tolist()}
         s["nat1"].data = {"x": st["x"], "nat1": st["nat1"]}
-        self._labels.update(x=x_label, probability=prob)
+        self._labels.update(x=x_label, probability=prob,
+                            latents=1 + (snap["bands"].get("f2") is not None))
         self.update_joint(joint)
+
+    def clear(self):
+        """Every plot empty (no run: the settings cannot be built)."""
+        for source in self.src.values():
+            source.data = _empty(*source.data)
+        self._labels["joint"] = None
+        self._label()
 
     def update_joint(self, joint):
         s = self.src
@@ -195,6 +218,10 @@ class LivePlots:
             f.xaxis.axis_label = self._labels["x"]
         self.predictive.yaxis.axis_label = ("p(y = +1)" if self._labels["probability"]
                                             else "predictive y (mean ± 2 sd)")
+        # the sites shown are the first latent's (the runner's snapshot)
+        of = " of latent f1" if self._labels["latents"] > 1 else ""
+        self.site_prec.title.text = f"Site precisions Λ̄ₙ{of} (red: negative)"
+        self.site_nat1.title.text = f"Site natural means ν̄ₙ{of}"
         joint = self._labels["joint"]
         if joint is None or "error" in joint:
             self.joint.title.text = (joint or {}).get("error", "q(fᵢ, fⱼ): pick two points")

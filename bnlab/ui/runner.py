@@ -99,7 +99,8 @@ class Runner(_Run):
             self.iteration = 0
             self.energy = [float(self.state.energy)]
             self.posterior_psd, self.cavity_psd, self.max_change = [True], [True], [np.nan]
-            self.diverged = self.converged = False
+            self.accepted = [True]      # the proposal became the iterate (its PSD flags
+            self.diverged = self.converged = False      # describe the proposal either way)
             self.rejected, self.step_size = 0, float(self.state.step_size)  # step control
             self.step_sizes = [self.step_size]
             self._cache = None
@@ -122,6 +123,7 @@ class Runner(_Run):
                 self.posterior_psd.append(bool(info.posterior_psd))
                 self.cavity_psd.append(bool(info.cavity_psd))
                 self.max_change.append(float(info.max_change))
+                self.accepted.append(bool(info.accepted))
                 self.rejected += int(not info.accepted and not info.diverged)
                 self.step_size = float(self.state.step_size)
                 self.step_sizes.append(self.step_size)
@@ -194,7 +196,7 @@ def _assemble(run, mean, cov, ey, vy, nat1, prec) -> dict:
                   "step_size": np.asarray(run.step_sizes, float),
                   "max_change": np.asarray(run.max_change, float)},
         "psd": {"iteration": its, "posterior_psd": np.asarray(run.posterior_psd),
-                "cavity_psd": np.asarray(run.cavity_psd)},
+                "cavity_psd": np.asarray(run.cavity_psd), "accepted": np.asarray(run.accepted)},
         "sites": {"x": p.x_plot[order], "nat1": np.asarray(nat1)[order],
                   "prec": np.asarray(prec)[order]},
         "status": {"iteration": run.iteration, "energy": _shown_energy(run),
@@ -202,7 +204,8 @@ def _assemble(run, mean, cov, ey, vy, nat1, prec) -> dict:
                    "last_step_psd": bool(run.posterior_psd[-1]),
                    "last_step_cavity_psd": bool(run.cavity_psd[-1]),
                    "max_change": run.max_change[-1], "rejected": run.rejected,
-                   "step_size": run.step_size, "stop": run.stop_reason(),
+                   "step_size": run.step_size, "first_step_size": run.step_sizes[0],
+                   "stop": run.stop_reason(),
                    "max_iters": run.max_iters},
     }
 
@@ -227,7 +230,7 @@ class GKLRunner(_Run):
         with self._lock:
             self.result, self.iteration = None, 0
             self.energy, self.posterior_psd, self.cavity_psd = [np.nan], [True], [True]
-            self.max_change = [np.nan]
+            self.max_change, self.accepted = [np.nan], [True]
             self.diverged = self.converged = False
             self.rejected, self.step_size = 0, np.nan    # no site steps, no step control
             self.step_sizes = [np.nan]
@@ -246,6 +249,7 @@ class GKLRunner(_Run):
             self.energy = [np.nan] + list(np.asarray(r.trace.energy)[:n])
             self.posterior_psd = [True] + [not r.diverged] * n
             self.cavity_psd = [True] * (n + 1)
+            self.accepted = [True] + [not r.diverged] * n
             self.max_change = [np.nan] * (n + 1)
             self.step_sizes = [np.nan] * (n + 1)
             self.iteration, self.converged, self.diverged = n, r.converged, r.diverged

@@ -164,6 +164,19 @@ def test_alpha_sweep_on_outliers_marks_every_diverged_alpha_and_draws_no_band_fo
     assert "diverged" in compare.point_picture(sweep, i_bad, i).opts.get().kwargs["title"]
 
 
+def test_alpha_sweep_without_divergence_has_no_diverged_legend_entry():
+    """On the default problem every α converges: the energy plot's legend lists no
+    "diverged" entry (an empty layer kept one, with no symbol beside it)."""
+    import holoviews as hv
+    s = LabSettings()
+    sweep = compare.alpha_sweep(build_problem(s), s)
+    assert not any(st.startswith("diverged") for st in sweep["stop"])
+    curve, _ = compare.alpha_plots(sweep, 2)
+    fig = hv.render(curve)
+    labels = {item.label["value"] for legend in fig.legend for item in legend.items}
+    assert "Power EP(α)" in labels and not any("diverged" in lab for lab in labels)
+
+
 def test_tilted_distribution_of_a_gaussian_likelihood_is_the_closed_form():
     """Gaussian likelihood: cavity N(mc, vc) × N(y | f, σ²)^α is Gaussian with
     precision 1/vc + α/σ² and mean (mc/vc + αy/σ²) / precision, at any state."""

@@ -162,10 +162,11 @@ def alpha_plots(sweep: dict, index: int, x_label="x"):
     floor = min(valid) if valid else 0.0
     curve = (hv.Curve((a[ok], e[ok]), "α", "energy", label="Power EP(α)")
              .opts(color="#1f5fa8", line_width=2)
-             * hv.Scatter((a[ok], e[ok]), "α", "energy").opts(color="#1f5fa8", size=6)
-             * hv.Scatter((a[bad], np.full(bad.sum(), floor)), "α", "energy",
-                          label="diverged (no energy)")
-             .opts(color="#d62728", size=12, marker="x", line_width=3))
+             * hv.Scatter((a[ok], e[ok]), "α", "energy").opts(color="#1f5fa8", size=6))
+    if bad.any():          # (an empty layer would still list its legend entry)
+        curve = curve * hv.Scatter((a[bad], np.full(bad.sum(), floor)), "α", "energy",
+                                   label="diverged (no energy)").opts(
+            color="#d62728", size=12, marker="x", line_width=3)
     if ok[index]:
         curve = curve * hv.Scatter(([a[index]], [e[index]]), "α", "energy", label="shown") \
             .opts(color="#d62728", size=12, marker="circle", fill_alpha=0)
@@ -185,7 +186,7 @@ def alpha_plots(sweep: dict, index: int, x_label="x"):
     title = ("Posterior: VI → PEP(α) → EP" if ok[index] else
              f"PEP α = {a[index]:g} diverged: no band to show")
     return (curve.opts(title="Converged energy against α", responsive=True, min_height=260,
-                       legend_position="bottom_right"),
+                       legend_position="right"),
             hv.Overlay(layers + [pts]).opts(title=title, xlabel=x_label,
                                             ylabel="latent f / data", responsive=True,
                                             min_height=300, legend_position="right"))
@@ -232,9 +233,9 @@ class CompareView(pn.viewable.Viewer):
         self.note = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["bn-sweep-note"])
         self.progress = pn.indicators.Progress(value=0, max=len(ALPHAS) + 1, visible=False,
                                                width=300)
-        run = pn.widgets.Button(label="Run both to convergence", color="primary")
+        run = pn.widgets.Button(label="Run both to convergence", color="primary", width=210)
         run.on_click(lambda e: self.run_pair())
-        sweep = pn.widgets.Button(label="Sweep α from 0 to 1", color="primary")
+        sweep = pn.widgets.Button(label="Sweep α from 0 to 1", color="primary", width=180)
         sweep.on_click(lambda e: self.run_sweep())
         self.pair_pane = pn.pane.HoloViews(None, sizing_mode="stretch_width")
         self.pair_trace = pn.pane.HoloViews(None, sizing_mode="stretch_width")
@@ -262,16 +263,17 @@ class CompareView(pn.viewable.Viewer):
         W = self.widgets
         self.layout = pn.Column(
             pn.pane.Markdown("### Two methods, same data and hyperparameters"),
-            pn.Row(W["method_a"], W["alpha_a"], W["rho_a"], W["method_b"], W["alpha_b"],
-                   W["rho_b"], run),
+            _controls_row(W["method_a"], W["alpha_a"], W["rho_a"], W["method_b"], W["alpha_b"],
+                          W["rho_b"], run),
             self.error, self.table, pn.Row(self.pair_pane, self.pair_trace),
             pn.pane.Markdown("### α explorer — Power EP between VI (α → 0) and EP (α = 1)"),
-            pn.Row(sweep, self.alpha_slider, self.point_input, self.progress), self.note,
+            _controls_row(sweep, self.alpha_slider, self.point_input, self.progress), self.note,
             pn.Row(self.alpha_energy, self.alpha_band), self.alpha_point,
             sizing_mode="stretch_width")
 
     def __panel__(self):
         return self.layout
+
 
     def _refresh_alpha_inputs(self):
         """α is an input only for the methods that have one (ep is α = 1)."""
@@ -350,3 +352,10 @@ class CompareView(pn.viewable.Viewer):
             self.alpha_energy.object, self.alpha_band.object = energy, band
             self.alpha_point.object = picture
             self.note.object = sweep_note(self.sweep)
+
+
+def _controls_row(*widgets):
+    """A row of fixed-width controls that wraps on a narrow window (a ``Row`` cut the
+    last button's label off at 1400 px), their boxes and buttons on one baseline."""
+    return pn.FlexBox(*widgets, flex_wrap="wrap", align_items="flex-end",
+                      sizing_mode="stretch_width")

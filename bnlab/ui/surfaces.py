@@ -117,7 +117,9 @@ def surface_plots(ds, variable="log_marginal_per_n", slice_index=None, levels=12
         if trajectories:
             layer = layer.opts(show_legend=True, legend_position="bottom_right")
         panels.append(layer)
-    layout = hv.Layout(panels).cols(3)
+    # two per row: three panels of 340 px and the toolbar overflow the page's main
+    # area on a 1366-px screen, and the third panel's colour bar was cut off
+    layout = hv.Layout(panels).cols(2)
     j = len(y) // 2 if slice_index is None else min(max(int(slice_index), 0), len(y) - 1)
     curves = [hv.Curve((x, vals[k][j]), f"log10 {ax1}", zdim, label=m)
               for k, m in enumerate(methods)]

@@ -181,6 +181,9 @@ def build_problem(settings: LabSettings) -> Problem:
         x_plot = _projection(X)
         order = np.argsort(x_plot)
         Xs, xs_plot = X[order], x_plot[order]
-        label = f"projection on the first principal direction of the {X.shape[1]}-D inputs"
+        # the band is evaluated at the training inputs themselves (no grid in D > 1):
+        # neighbours on this axis need not be neighbours in the inputs, hence its jags
+        label = (f"the training inputs, by their projection on the first principal "
+                 f"direction of the {X.shape[1]}-D inputs")
     return Problem(model, model.init_params(), Xj, yj, lik_name, data.description,
                    x_plot, jnp.asarray(Xs), xs_plot, label, X.shape[1])

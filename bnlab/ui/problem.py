@@ -59,7 +59,9 @@ def _load(name: str, n: int):
 
 def upload_text(raw) -> str:
     """The text of an uploaded file, from its bytes only (an upload is content, never a
-    path or URL to open): SettingError when it is empty, too large or not UTF-8."""
+    path or URL to open): SettingError when it is empty, too large, not UTF-8 or not a
+    CSV the lab can read. It is parsed here, before it replaces anything: a bad file
+    leaves the data in use, and their run, as they were."""
     if not isinstance(raw, bytes):
         raise SettingError("csv", "the upload did not arrive as a file; choose one CSV file")
     if len(raw) > MAX_UPLOAD_BYTES:
@@ -70,9 +72,15 @@ def upload_text(raw) -> str:
         raise SettingError("csv", "the file is empty: a CSV needs a header row and at least "
                                   "one data row")
     try:
-        return raw.decode("utf-8-sig")
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise SettingError("csv", "the file is not UTF-8 text; save it as a plain CSV") from None
+    try:
+        _load_csv(text)
+    except ValueError as exc:
+        raise SettingError("csv", f"{exc} (this file was not loaded; the data in use "
+                                  f"are unchanged)") from None
+    return text
 
 
 @functools.lru_cache(maxsize=4)

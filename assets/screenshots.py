@@ -32,7 +32,7 @@ LOAD_TIMEOUT_MS = 480_000
 #: the step (1-based) each tour's screenshot shows, and the window height that shows
 #: its point (the cavity tour's PSD strip, the surfaces' contours)
 TOUR_SHOTS = {"alpha": (6, 1100), "skewed": (1, 1100), "cavities": (1, 1350),
-              "sparse": (5, 1100), "surface": (1, 1500)}
+              "sparse": (5, 1100), "surface": (1, 1850)}
 
 
 def free_port() -> int:
@@ -105,6 +105,11 @@ def _tour_step_done(page, k: int):
     expect(page.locator(".bn-tour-busy")).to_have_count(0, timeout=LOAD_TIMEOUT_MS)
 
 
+#: whether BokehJS has drawn a figure titled ``title`` (a surface panel, by method)
+_PANEL_DRAWN_JS = """(title) => typeof Bokeh !== "undefined" && [...Bokeh.index.all_views()]
+    .some(v => v.model.title && v.model.title.text === title)"""
+
+
 def shoot_tour(base_url: str, key: str, step: int, out: Path, width: int, height: int):
     """Open tour ``key``, walk to ``step`` and save the screenshot."""
     from playwright.sync_api import sync_playwright
@@ -124,6 +129,9 @@ def shoot_tour(base_url: str, key: str, step: int, out: Path, width: int, height
             deadline = time.time() + LOAD_TIMEOUT_MS / 1000
             while time.time() < deadline and not {"converged", "diverged"} & set(status(page)):
                 page.wait_for_timeout(250)
+        if tour.steps[step - 1].tab == "Surfaces":     # the contour panels are drawn
+            page.wait_for_function(_PANEL_DRAWN_JS, arg=tour.steps[step - 1].page["methods"][0],
+                                   timeout=LOAD_TIMEOUT_MS)
         page.wait_for_timeout(2500)          # the plots finish drawing
         out.parent.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(out), full_page=False)

@@ -330,3 +330,46 @@ def test_surfaces_run_pep_at_the_sidebar_alpha_whatever_the_sidebar_method(monke
     view.methods.value = ["ep", "pep"]
     view.compute()
     assert seen["alpha"] == 0.3 and "stop here" in view.message.object
+
+
+def _star(view):
+    """The ★ (the sidebar's θ) on the first surface panel, in log10 coordinates."""
+    panel = list(view.contours.object)[0]
+    return [el for el in panel if el.group == "Points"
+            and el.opts.get().kwargs.get("marker") == "star"][0].array()[0]
+
+
+def test_results_computed_with_other_settings_say_so():
+    """Compare's pair and sweep and the Surfaces page stay on screen after the sidebar
+    changes: a note names each setting they depend on that changed (with its value
+    then) until they are computed again; settings they do not read (the pair's α and ρ
+    are its own, a surface's axes are its grid) raise no note, and the ★ follows the
+    sidebar."""
+    from bnlab.ui.surfaces import SurfacesView
+    s = LabSettings()
+    view = compare.CompareView(s)
+    view.run_pair()
+    assert view.snaps and not view.pair_made.note.visible
+    s.rho = 0.7                                   # the pair runs at its own ρ
+    assert not view.pair_made.note.visible
+    s.lengthscale = 2.0
+    assert view.pair_made.note.visible
+    assert "lengthscale was “1.0”" in view.pair_made.note.object
+    view.run_pair()
+    assert not view.pair_made.note.visible
+    assert "rho" in view.sweep_made.names          # the sweep runs at the sidebar's ρ
+    surfaces = SurfacesView(s)
+    surfaces.methods.value = ["vi"]
+    surfaces.param.update(axis0="variance", axis1="lengthscale", points=3)
+    surfaces.compute()
+    assert surfaces.dataset is not None and not surfaces.made.note.visible
+    s.lengthscale = 0.5                           # an axis of the grid: the ★ moves
+    assert not surfaces.made.note.visible
+    np.testing.assert_allclose(_star(surfaces), np.log10([0.5, s.variance]))
+    s.kernel = "matern32"
+    assert surfaces.made.note.visible and "kernel was “matern52”" in surfaces.made.note.object
+    assert view.pair_made.note.visible             # the pair depends on it too
+    s.kernel = "matern52"                          # back as computed: no note
+    assert not surfaces.made.note.visible
+    s.dataset = "counts_1d"
+    assert "dataset was “classification_1d”" in surfaces.made.note.object

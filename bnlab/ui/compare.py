@@ -10,6 +10,7 @@ import param
 
 from . import catalog, markup
 from .problem import build_problem
+from .provenance import ComputedWith
 from .runner import STOP_REASONS, Runner
 from .settings import LabSettings
 
@@ -228,6 +229,9 @@ class CompareView(pn.viewable.Viewer):
         super().__init__(**params)
         self.settings = settings
         self.snaps, self.sweep = None, None
+        # the pair runs at its own α and ρ, the sweep over its own α grid
+        self.pair_made = ComputedWith(settings, ignore=("method", "alpha", "rho"))
+        self.sweep_made = ComputedWith(settings, ignore=("method", "alpha"))
         self.error = pn.pane.HTML("", sizing_mode="stretch_width")
         self.table = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["bn-compare-table"])
         self.note = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["bn-sweep-note"])
@@ -265,9 +269,11 @@ class CompareView(pn.viewable.Viewer):
             pn.pane.Markdown("### Two methods, same data and hyperparameters"),
             _controls_row(W["method_a"], W["alpha_a"], W["rho_a"], W["method_b"], W["alpha_b"],
                           W["rho_b"], run),
-            self.error, self.table, pn.Row(self.pair_pane, self.pair_trace),
+            self.error, self.pair_made.note, self.table,
+            pn.Row(self.pair_pane, self.pair_trace),
             pn.pane.Markdown("### α explorer — Power EP between VI (α → 0) and EP (α = 1)"),
-            _controls_row(sweep, self.alpha_slider, self.point_input, self.progress), self.note,
+            _controls_row(sweep, self.alpha_slider, self.point_input, self.progress),
+            self.sweep_made.note, self.note,
             pn.Row(self.alpha_energy, self.alpha_band), self.alpha_point,
             sizing_mode="stretch_width")
 
@@ -291,6 +297,7 @@ class CompareView(pn.viewable.Viewer):
 
     def run_pair(self):
         """Each method at its own α and ρ to convergence; the table says what ran."""
+        made = self.pair_made.current()
         problem = self._problem()
         if problem is None:
             return
@@ -317,8 +324,10 @@ class CompareView(pn.viewable.Viewer):
                              + "".join(rows) + "</table>")
         band, trace = comparison_plots(snaps, problem.x_label)
         self.pair_pane.object, self.pair_trace.object = band, trace
+        self.pair_made.record(made)
 
     def run_sweep(self):
+        made = self.sweep_made.current()
         problem = self._problem()
         if problem is None:
             return
@@ -333,6 +342,7 @@ class CompareView(pn.viewable.Viewer):
         self.point_input.end = len(self.sweep["problem"].x_plot) - 1
         self.point_input.value = surprising_point(self.sweep)     # draws
         self._draw_sweep()
+        self.sweep_made.record(made)
 
     def _advance(self):
         self.progress.value += 1

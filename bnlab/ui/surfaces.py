@@ -15,10 +15,13 @@ import param
 
 from . import catalog, markup
 from .problem import build_problem
+from .provenance import ComputedWith
 from .settings import LabSettings
 from .trajectories import LEARNERS, learn_trajectories
 
 AXES = ("lengthscale", "variance", "period", "noise", "scale", "df", "alpha")
+#: the sidebar setting behind each surface axis
+THETA_SETTINGS = {**{a: a for a in AXES}, "noise": "lik_scale", "scale": "lik_scale"}
 #: how each variable is labelled (the colour bar, the slice's axis)
 VARIABLE_LABELS = {"log_marginal_per_n": "log p(y) / n", "log_marginal": "log p(y)"}
 
@@ -43,9 +46,7 @@ def available_axes(settings: LabSettings, methods=()) -> list:
 
 def current_theta(settings: LabSettings) -> dict:
     """The sidebar's value of every surface axis (the ★ on the panels)."""
-    return {"lengthscale": settings.lengthscale, "variance": settings.variance,
-            "period": settings.period, "noise": settings.lik_scale, "scale": settings.lik_scale,
-            "df": settings.df, "alpha": settings.alpha}
+    return {axis: getattr(settings, name) for axis, name in THETA_SETTINGS.items()}
 
 
 def _log_coords(values):
@@ -143,6 +144,9 @@ class SurfacesView(pn.viewable.Viewer):
         self.settings = settings
         self.dataset = None
         self._cancel = threading.Event()
+        self.made = ComputedWith(settings, ignore=("method",))
+        # the ★ follows the sidebar's hyperparameters
+        settings.param.watch(lambda *_: self.draw(), sorted(set(THETA_SETTINGS.values())))
         self.message = pn.pane.HTML("", sizing_mode="stretch_width")
         choices = list(catalog.METHODS) + ["mcmc"]
         self.methods = pn.widgets.MultiChoice(label="Methods", options=choices,
@@ -191,7 +195,8 @@ class SurfacesView(pn.viewable.Viewer):
                              "Red ×: the best cell. ★: the sidebar's hyperparameters. "
                              "Learning paths run from a hollow to a filled circle."),
             self.methods, axis_row, self.learners, pn.Row(self.compute_button, self.cancel_button, self.progress),
-            self.message, pn.Row(self.variable, self.slice), self.contours, self.slice_pane,
+            self.message, self.made.note, pn.Row(self.variable, self.slice), self.contours,
+            self.slice_pane,
             self.downloads, sizing_mode="stretch_width")
 
         self._refresh_axes()
@@ -211,6 +216,7 @@ class SurfacesView(pn.viewable.Viewer):
         """The session is gone: cancel a running computation, drop the surface."""
         self._cancel.set()
         self.dataset, self.trajectories = None, {}
+        self.made.forget()
 
     def grid(self) -> dict:
         if self.axis0 == self.axis1:
@@ -224,6 +230,7 @@ class SurfacesView(pn.viewable.Viewer):
 
     def compute(self):
         import bnlab
+        made = self.made.current()
         try:
             problem = build_problem(self.settings)
             grid = self.grid()
@@ -260,6 +267,8 @@ class SurfacesView(pn.viewable.Viewer):
         if ds.attrs.get("cancelled"):
             self.message.object = "Cancelled: cells not computed are blank."
         self.dataset = ds
+        # the grid's own axes are not the sidebar's: their sidebar values only move the ★
+        self.made.record(made, free={THETA_SETTINGS[a] for a in (self.axis0, self.axis1)})
         rows = ds.sizes[self.axis0]
         with pn.io.hold():
             self.slice.param.update(end=rows - 1, value=min(self.slice.value, rows - 1))

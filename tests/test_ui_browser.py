@@ -123,6 +123,10 @@ def test_bad_csv_shows_the_error_and_keeps_the_page(lab_browser, lab_url, shots)
         files=[{"name": "bad.csv", "mimeType": "text/csv", "buffer": b"x,y\n1,2\n3,oops\n"}])
     page.wait_for_selector(".bn-error:has-text('non-numeric')", timeout=30_000)
     assert page.get_by_text("the data in use are unchanged").count() > 0
+    # in red: the panes carry the lab's text styles into their shadow roots
+    colour = page.locator(".bn-error:has-text('non-numeric')").evaluate(
+        "e => getComputedStyle(e).color")
+    assert colour == "rgb(176, 0, 32)"
     page.screenshot(path=str(shots / "ui-bad-csv.png"), full_page=True)
     step.click()
     _wait_for_iteration(page, 2)

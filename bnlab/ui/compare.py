@@ -232,9 +232,10 @@ class CompareView(pn.viewable.Viewer):
         # the pair runs at its own α and ρ, the sweep over its own α grid
         self.pair_made = ComputedWith(settings, ignore=("method", "alpha", "rho"))
         self.sweep_made = ComputedWith(settings, ignore=("method", "alpha"))
-        self.error = pn.pane.HTML("", sizing_mode="stretch_width")
-        self.table = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["bn-compare-table"])
-        self.note = pn.pane.HTML("", sizing_mode="stretch_width", css_classes=["bn-sweep-note"])
+        self.error = markup.html_pane("", sizing_mode="stretch_width")
+        self.table = markup.html_pane("", sizing_mode="stretch_width",
+                                      css_classes=["bn-compare-table"])
+        self.note = markup.html_pane("", sizing_mode="stretch_width", css_classes=["bn-sweep-note"])
         self.progress = pn.indicators.Progress(value=0, max=len(ALPHAS) + 1, visible=False,
                                                width=300)
         run = pn.widgets.Button(label="Run both to convergence", color="primary", width=210)

@@ -72,7 +72,7 @@ class Controls(pn.viewable.Viewer):
         self.widgets["csv"] = self.upload
         self.rows = {}
         for name, widget in self.widgets.items():
-            self.hints[name] = pn.pane.HTML("", css_classes=["bn-hint"], visible=False,
+            self.hints[name] = markup.html_pane("", css_classes=["bn-hint"], visible=False,
                                             sizing_mode="stretch_width", margin=(0, 10, 6, 10))
             self.rows[name] = pn.Column(widget, self.hints[name], margin=0,
                                         css_classes=[f"ctl-{name}"], sizing_mode="stretch_width")

@@ -77,11 +77,12 @@ class LiveView(pn.viewable.Viewer):
                                              "(AIS + elliptical slice sampling over 256 chains; "
                                              "tens of seconds; again: a longer schedule)")
         self.mcmc_button.on_click(lambda e: self.compute_mcmc())
-        self.status_pane = pn.pane.HTML("", css_classes=["bn-status"], sizing_mode="stretch_width")
+        self.status_pane = markup.html_pane("", css_classes=["bn-status"],
+                                            sizing_mode="stretch_width")
         self.gap_toggle = pn.widgets.Checkbox(label="Energy plot: distance to the latest "
                                               "energy, log scale", value=False)
         self.gap_toggle.param.watch(self._on_gap_toggle, "value")
-        self.mcmc_pane = pn.pane.HTML("", css_classes=["bn-mcmc"], sizing_mode="stretch_width",
+        self.mcmc_pane = markup.html_pane("", css_classes=["bn-mcmc"], sizing_mode="stretch_width",
                                       visible=False)
         self.description = pn.pane.Markdown("", sizing_mode="stretch_width", margin=(0, 10))
         self.layout = pn.Column(

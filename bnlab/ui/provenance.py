@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from html import escape
 
-import panel as pn
-
+from . import markup
 from .settings import URL_PARAMS, LabSettings
 
 #: settings only the Live page's run reads (its pace and its cap)
@@ -26,7 +25,7 @@ class ComputedWith:
         self.names = [p for p in (*URL_PARAMS, "csv_text") if p not in skip]
         self.values: dict | None = None
         self.free: set = set()
-        self.note = pn.pane.HTML("", sizing_mode="stretch_width", visible=False,
+        self.note = markup.html_pane("", sizing_mode="stretch_width", visible=False,
                                  css_classes=["bn-stale"])
         settings.param.watch(lambda *_: self._show(), self.names)
 

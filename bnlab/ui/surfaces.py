@@ -147,7 +147,7 @@ class SurfacesView(pn.viewable.Viewer):
         self.made = ComputedWith(settings, ignore=("method",))
         # the ★ follows the sidebar's hyperparameters
         settings.param.watch(lambda *_: self.draw(), sorted(set(THETA_SETTINGS.values())))
-        self.message = pn.pane.HTML("", sizing_mode="stretch_width")
+        self.message = markup.html_pane("", sizing_mode="stretch_width")
         choices = list(catalog.METHODS) + ["mcmc"]
         self.methods = pn.widgets.MultiChoice(label="Methods", options=choices,
                                               value=["laplace", "vi", "ep", "ep_like"],

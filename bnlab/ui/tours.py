@@ -21,6 +21,7 @@ from urllib.parse import parse_qsl, urlencode
 
 import panel as pn
 
+from . import markup
 from .settings import URL_PARAMS, LabSettings
 
 #: what a step may do on arrival, each a call on the session's ``Lab``
@@ -236,7 +237,7 @@ class TourPanel(pn.viewable.Viewer):
         self.tour: Tour | None = None
         self.index = 0
         self._acting = threading.Lock()
-        self.heading = pn.pane.HTML("", css_classes=["bn-tour-heading"], margin=(0, 10))
+        self.heading = markup.html_pane("", css_classes=["bn-tour-heading"], margin=(0, 10))
         self.text = pn.pane.Markdown("", css_classes=["bn-tour-text"],
                                      sizing_mode="stretch_width", margin=(0, 10))
         self.back = pn.widgets.Button(label="◀ Back", width=100)

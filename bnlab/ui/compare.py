@@ -235,7 +235,8 @@ class CompareView(pn.viewable.Viewer):
         self.error = markup.html_pane("", sizing_mode="stretch_width")
         self.table = markup.html_pane("", sizing_mode="stretch_width",
                                       css_classes=["bn-compare-table"])
-        self.note = markup.html_pane("", sizing_mode="stretch_width", css_classes=["bn-sweep-note"])
+        self.note = markup.html_pane("", sizing_mode="stretch_width",
+                                     css_classes=["bn-sweep-note"])
         self.progress = pn.indicators.Progress(value=0, max=len(ALPHAS) + 1, visible=False,
                                                width=300)
         run = pn.widgets.Button(label="Run both to convergence", color="primary", width=210)

@@ -73,7 +73,8 @@ class Controls(pn.viewable.Viewer):
         self.rows = {}
         for name, widget in self.widgets.items():
             self.hints[name] = markup.html_pane("", css_classes=["bn-hint"], visible=False,
-                                            sizing_mode="stretch_width", margin=(0, 10, 6, 10))
+                                                sizing_mode="stretch_width",
+                                                margin=(0, 10, 6, 10))
             self.rows[name] = pn.Column(widget, self.hints[name], margin=0,
                                         css_classes=[f"ctl-{name}"], sizing_mode="stretch_width")
         settings.param.watch(lambda *_: self.refresh(), list(settings.param))

@@ -82,8 +82,8 @@ class LiveView(pn.viewable.Viewer):
         self.gap_toggle = pn.widgets.Checkbox(label="Energy plot: distance to the latest "
                                               "energy, log scale", value=False)
         self.gap_toggle.param.watch(self._on_gap_toggle, "value")
-        self.mcmc_pane = markup.html_pane("", css_classes=["bn-mcmc"], sizing_mode="stretch_width",
-                                      visible=False)
+        self.mcmc_pane = markup.html_pane("", css_classes=["bn-mcmc"],
+                                          sizing_mode="stretch_width", visible=False)
         self.description = pn.pane.Markdown("", sizing_mode="stretch_width", margin=(0, 10))
         self.layout = pn.Column(
             pn.Row(self.run_button, self.pause_button, self.step_button, self.reset_button,

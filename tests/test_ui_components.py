@@ -98,7 +98,7 @@ def test_diverged_run_is_recorded_not_raised():
     assert not snap["psd"]["posterior_psd"][-1]
     assert r.step(5) == 0                 # a diverged run stays at its last PSD iterate
     assert np.isfinite(snap["bands"]["f1"]["mean"]).all()
-    colours = psd_colours(np.concatenate([snap["psd"]["posterior_psd"]] * 2),
+    colours = psd_colours(snap["psd"]["posterior_psd"], snap["psd"]["posterior_psd"],
                           snap["psd"]["accepted"], diverged=True)
     assert colours[len(snap["psd"]["accepted"]) - 1] == BAD    # the step that ended it: red
 
@@ -124,15 +124,15 @@ def test_psd_strip_tells_a_rejected_proposal_from_an_invalid_iterate():
     snap = r.snapshot()
     assert snap["status"]["stop"] == "converged" and invalid_proposals >= 3
     q = snap["psd"]
-    colours = psd_colours(np.concatenate([q["posterior_psd"], q["cavity_psd"]]),
-                          q["accepted"], snap["status"]["diverged"])
+    colours = psd_colours(q["posterior_psd"], q["cavity_psd"], q["accepted"],
+                          snap["status"]["diverged"])
     assert BAD not in colours and colours.count(REJECTED) >= invalid_proposals
     live = LiveView(s, Status())
     live.runner, live.problem = r, r.problem
     live._render_status(snap["status"])
     assert live.status_pane.object.endswith("rejected by the safeguards")   # ρ as set
     # a cavity that is not PD at an accepted iterate is a fact about the iterate: red
-    assert psd_colours(np.array([True, True, True, False]), [True, True], False)[3] == BAD
+    assert psd_colours([True, True], [True, False], [True, True], False)[3] == BAD
 
 
 def test_joint_view_ellipse_is_the_two_sigma_contour():

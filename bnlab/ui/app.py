@@ -119,7 +119,6 @@ class Lab(pn.viewable.Viewer):
         self.follow_url = False            # serve_lab: settings from and to the address
         self.settings = LabSettings()
         self.link_errors = {}
-        self.link_names_settings = False   # sync_url: the address named some setting
         self.status = Status()
         self.controls = Controls(self.settings, self.status)
         self.live = LiveView(self.settings, self.status)
@@ -136,21 +135,23 @@ class Lab(pn.viewable.Viewer):
         self.live.layout.loading = True   # a spinner until ``start`` has built the run
         pn.state.onload(self.start)         # a server: once the page is up; Jupyter: now
 
-    def sync_url(self):
+    def sync_url(self) -> bool:
         """Two-way binding between the settings and the page's query string. A shared
         link is read value by value (``parse_link``): its valid values apply, an
         invalid one keeps its default and is named in a notification when the page
-        loads, and the address bar is rewritten with the settings in force."""
+        loads, and the address bar is rewritten with the settings in force. Returns
+        whether the address named any setting (a copied address, not a bare
+        ``?tour=`` link)."""
         loc = pn.state.location
         if loc is None:
-            return
+            return False
         good, self.link_errors = parse_link(loc.search or "")
-        self.link_names_settings = bool(good or self.link_errors)
         if good:
             self.settings.apply_link(good)
         # the bad values are reported by ``start``; sync's own all-or-nothing update
         # of the query then has nothing else to apply
         loc.sync(self.settings, {p: p for p in URL_PARAMS}, on_error=lambda _: None)
+        return bool(good or self.link_errors)
 
     def start(self):
         """Called once the page is loaded: the settings of a shared link are applied
@@ -159,9 +160,10 @@ class Lab(pn.viewable.Viewer):
         force; a ``?tour=`` opens its first step; then the first build (JAX compiles here,
         once per server process); the spinner stays until the first plot is drawn, and
         the Live page's other plots follow it (``LiveView.show_all``)."""
+        link_names_settings = False
         try:
             if self.follow_url:
-                self.sync_url()            # a link's settings rebuild the run …
+                link_names_settings = self.sync_url()   # its settings rebuild the run …
             if self.link_errors:
                 s = self.settings
                 pn.state.location.update_query(**{k: s.param[k].serialize(getattr(s, k))
@@ -169,7 +171,7 @@ class Lab(pn.viewable.Viewer):
                 if pn.state.notifications is not None:
                     pn.state.notifications.warning(link_notice(self.link_errors), duration=0)
             if self.follow_url:
-                self.tour.open_from_url(keep_settings=self.link_names_settings)
+                self.tour.open_from_url(keep_settings=link_names_settings)
             if self.live.runner is None:   # … else (or if they cannot) build it now
                 self.live.rebuild()
         finally:

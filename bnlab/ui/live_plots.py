@@ -44,8 +44,8 @@ def _gap(iterations, energies, latest):
     return {"iteration": np.asarray(iterations)[keep], "gap": gap[keep]}
 
 
-def psd_colours(flags, accepted, diverged: bool) -> list:
-    """The PSD strip's colours, both rows (posterior, cavities) after each other: the flags
+def psd_colours(posterior_psd, cavity_psd, accepted, diverged: bool) -> list:
+    """The PSD strip's colours, the posterior row then the cavities row: the flags
     describe each iteration's proposal (``bnlab.engine.loop``), so a proposal that was
     not PD but was rejected while the run went on (an Anderson-mixed step) is amber, not
     red: the iterate shown stayed a valid Gaussian. Red: the iterate itself (accepted)
@@ -53,6 +53,7 @@ def psd_colours(flags, accepted, diverged: bool) -> list:
     kept = ~np.asarray(accepted, bool)
     if diverged and len(kept):
         kept[-1] = False
+    flags = np.concatenate([posterior_psd, cavity_psd])
     kept = np.concatenate([kept, kept])
     return np.where(flags, OK, np.where(kept, REJECTED, BAD)).tolist()
 
@@ -174,9 +175,9 @@ class LivePlots:
         q = snap["psd"]
         its = np.concatenate([q["iteration"], q["iteration"]])
         checks = [PSD_ROWS[1]] * len(q["iteration"]) + [PSD_ROWS[0]] * len(q["iteration"])
-        flags = np.concatenate([q["posterior_psd"], q["cavity_psd"]])
         s["psd"].data = {"iteration": its, "check": checks,
-                         "colour": psd_colours(flags, q["accepted"], snap["status"]["diverged"])}
+                         "colour": psd_colours(q["posterior_psd"], q["cavity_psd"], q["accepted"],
+                                               snap["status"]["diverged"])}
         st = snap["sites"]
         s["prec"].data = {"x": st["x"], "prec": st["prec"],
                           "colour": np.where(st["prec"] < 0, BAD, LATENT[0]).tolist()}

@@ -28,6 +28,11 @@ def error(message) -> str:
     return f'<span class="bn-error">⚠ {escape(str(message))}</span>'
 
 
+def warning(message) -> str:
+    """A caution that is not an error (``<span class="bn-warn">``)."""
+    return f'<span class="bn-warn">⚠ {escape(str(message))}</span>'
+
+
 def reason(message) -> str:
     """A note on why a control is disabled (``<span class="bn-reason">``)."""
     return f'<span class="bn-reason">{escape(str(message))}</span>'

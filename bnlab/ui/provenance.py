@@ -4,8 +4,6 @@ demand and stay on screen: after the data, the model or a hyperparameter changed
 the sidebar, they would otherwise be read as results for the settings now shown."""
 from __future__ import annotations
 
-from html import escape
-
 from . import markup
 from .settings import URL_PARAMS, LabSettings
 
@@ -58,6 +56,6 @@ class ComputedWith:
             self.note.object = ""
             return
         was = "; ".join("another uploaded CSV" if k == "csv_text" else
-                        f"{k} was “{escape(str(v)[:40])}”" for k, v in changed.items())
-        self.note.object = (f'<span class="bn-warn">⚠ Computed with other sidebar settings '
-                            f"({was}): compute again for the settings shown.</span>")
+                        f"{k} was “{str(v)[:40]}”" for k, v in changed.items())
+        self.note.object = markup.warning(f"Computed with other sidebar settings ({was}): "
+                                          "compute again for the settings shown.")

@@ -280,14 +280,14 @@ class TourPanel(pn.viewable.Viewer):
             self.open(key, step, keep_settings=keep_settings)
         except ValueError as exc:
             self._set_shown(True)
-            self.heading.object = f"<span class='bn-error'>{html.escape(str(exc))}</span>"
+            self.heading.object = markup.error(exc)
             self.text.object = ""
             self.back.visible = self.next.visible = False
             return False
         if not (asked.isdigit() and step == self.index):
-            self.heading.object += (f" · <span class='bn-warn'>the link asked for step "
-                                    f"“{html.escape(asked[:20])}”; this tour has steps 1 to "
-                                    f"{len(self.tour.steps)}</span>")
+            self.heading.object += " · " + markup.warning(
+                f"the link asked for step “{asked[:20]}”; this tour has steps 1 to "
+                f"{len(self.tour.steps)}")
         return True
 
     def close(self):

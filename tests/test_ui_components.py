@@ -255,6 +255,22 @@ def test_controls_show_reasons_and_errors():
     assert "sparse" not in c.widgets["model"].disabled_options
 
 
+def test_the_chosen_method_is_named_in_full_under_its_box():
+    """The sidebar's method box shows its first ≈ 45 characters; the line under it holds
+    the whole description from the method's record, and an error replaces it."""
+    from bnlab.methods import REGISTRY
+    s, st = LabSettings(method="laplace_riemann"), Status()
+    c = Controls(s, st)
+    full = REGISTRY["laplace_riemann"].description
+    assert len(f"laplace_riemann — {full}") > 60
+    assert c.hints["method"].visible and full in c.hints["method"].object
+    s.method = "pep"
+    assert REGISTRY["pep"].description in c.hints["method"].object
+    st.errors = {"method": "cannot run"}
+    assert "bn-error" in c.hints["method"].object
+    assert REGISTRY["pep"].description not in c.hints["method"].object
+
+
 def test_divergence_by_a_non_pd_cavity_is_named_in_the_status():
     """Undamped EP on a Student-t problem with outliers (the problem of
     tests/test_engine_psd.py, where the proposal's cavity is checked densely) loaded as

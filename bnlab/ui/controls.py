@@ -105,14 +105,17 @@ class Controls(pn.viewable.Viewer):
         for name, reasons in option_reasons.items():
             current = getattr(s, name)
             self.widgets[name].disabled_options = [o for o in reasons if o != current]
+        # the chosen method in full: its box shows the first ≈ 45 characters only
+        captions = {"method": catalog.METHODS[s.method]}
         for name, row in self.rows.items():
             row.visible = name not in hidden and (name != "csv" or s.dataset == "csv")
             error = st.errors.get(name) or option_reasons.get(name, {}).get(getattr(s, name, None))
             note = "; ".join(option_reasons.get(name, {}).values())
             hint = self.hints[name]
             hint.object = (markup.error(error) if error else
-                           markup.reason(note) if note else "")
-            hint.visible = bool(error or note) and (name != "csv" or s.dataset == "csv")
+                           markup.reason(note) if note else
+                           markup.caption(captions[name]) if name in captions else "")
+            hint.visible = bool(hint.object) and (name != "csv" or s.dataset == "csv")
 
     def __panel__(self):
         cards = [pn.Card(*(self.rows[n] for n in names), title=title, collapsible=True,

@@ -15,6 +15,7 @@ STYLESHEET = """
 .bn-good { color: #2e7d32; }
 .bn-warn { color: #9a5b00; }
 .bn-reason { color: #6b6b6b; font-style: italic; }
+.bn-caption { color: #444; }
 """
 
 
@@ -36,3 +37,8 @@ def warning(message) -> str:
 def reason(message) -> str:
     """A note on why a control is disabled (``<span class="bn-reason">``)."""
     return f'<span class="bn-reason">{escape(str(message))}</span>'
+
+
+def caption(message) -> str:
+    """What the chosen option is, in full (``<span class="bn-caption">``)."""
+    return f'<span class="bn-caption">{escape(str(message))}</span>'

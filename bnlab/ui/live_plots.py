@@ -140,14 +140,15 @@ class LivePlots:
         sn.scatter("x", "nat1", source=s["nat1"], color=LATENT[1], size=5)
         self.site_prec, self.site_nat1 = sp, sn
 
-        j = _fig("q(fᵢ, fⱼ): pick two points", "f(x_i)", "f(x_j)", width=360, height=340)
+        j = _fig("q(fᵢ, fⱼ): pick two points", "f(x_i)", "f(x_j)", width=360, height=380)
         j.sizing_mode = "fixed"
         j.scatter("a", "b", source=s["samples"], size=3, color="#888888", alpha=0.4,
                   legend_label="MCMC samples")
         j.line("a", "b", source=s["ellipse"], color=LATENT[0], line_width=2,
                legend_label="q: 2σ ellipse")
         j.scatter("a", "b", source=s["jmean"], color=LATENT[0], size=9, legend_label="q mean")
-        j.legend.location = "bottom_right"
+        j.legend.orientation = "horizontal"
+        j.add_layout(j.legend[0], "below")       # inside, it covered the samples' tail
         self.joint = j
         self.built = True
         self._label()

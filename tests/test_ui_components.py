@@ -397,6 +397,23 @@ def test_surface_plots_mark_argmax_and_share_colour_limits():
         assert [item for legend in hv.render(panel).legend for item in legend.items] == []
 
 
+def test_the_slice_opens_through_the_best_cell_of_mcmc_else_of_the_first_method():
+    """The row of the argmax: MCMC's when computed (the truth the others are read
+    against), else the first method's with a finite value; the middle row if none."""
+    from bnlab.ui.surfaces import best_row
+    ls, var = np.geomspace(0.1, 10, 5), np.geomspace(0.1, 100, 6)
+    peak = lambda r: -((np.arange(6)[:, None] - r) ** 2 + (np.arange(5)[None, :] - 2.0) ** 2)
+    blank = np.full((6, 5), np.nan)
+
+    def ds(schemes, surfaces):
+        return xr.Dataset({"log_marginal_per_n": (("scheme", "variance", "lengthscale"),
+                                                  np.stack(surfaces))},
+                          coords={"scheme": schemes, "variance": var, "lengthscale": ls})
+    assert best_row(ds(["vi", "ep", "mcmc"], [peak(1), peak(2), peak(4)])) == 4
+    assert best_row(ds(["vi", "ep"], [blank, peak(5)])) == 5
+    assert best_row(ds(["vi"], [blank])) == 3
+
+
 @pytest.mark.parametrize("learner", ["joint ELBO (VI)",
                                      "EP with frozen sites (GPy; Li et al. 2023 Table 1)"])
 def test_learning_trajectory_climbs_to_the_exact_evidence_maximum_and_is_drawn(learner):

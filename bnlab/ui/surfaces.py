@@ -70,6 +70,19 @@ def _trajectory_overlay(trajectories, ax0, ax1):
     return layers
 
 
+def best_row(ds, variable="log_marginal_per_n") -> int:
+    """The grid row (axis0 index) of the best cell: MCMC's if its surface was computed
+    (the truth the others are read against), else the first method's with a finite
+    value; the middle row if none has one. The slice opens there, through the ×."""
+    vals = ds[variable].values
+    methods = [str(m) for m in ds["scheme"].values]
+    order = ([methods.index("mcmc")] if "mcmc" in methods else []) + list(range(len(methods)))
+    for k in order:
+        if np.isfinite(vals[k]).any():
+            return int(np.unravel_index(np.nanargmax(vals[k]), vals[k].shape)[0])
+    return vals.shape[1] // 2
+
+
 def surface_plots(ds, variable="log_marginal_per_n", slice_index=None, levels=12,
                   trajectories=None, current=None):
     """(contour layout with shared colour limits, slice overlay) from a surface Dataset
@@ -269,9 +282,9 @@ class SurfacesView(pn.viewable.Viewer):
         self.dataset = ds
         # the grid's own axes are not the sidebar's: their sidebar values only move the ★
         self.made.record(made, free={THETA_SETTINGS[a] for a in (self.axis0, self.axis1)})
-        rows = ds.sizes[self.axis0]
         with pn.io.hold():
-            self.slice.param.update(end=rows - 1, value=min(self.slice.value, rows - 1))
+            self.slice.param.update(end=ds.sizes[self.axis0] - 1,
+                                    value=best_row(ds, self.variable.value))
         self.draw()
         self.downloads.visible = True
 

@@ -63,15 +63,17 @@ EXCEPTION = re.compile(r"Traceback|Error|Exception")
 TIMEOUT_MS = 180_000
 
 
-#: Tornado's report of a message that was in flight when the browser closed the socket
-#: (a closed tab: the transport's race, not the application's; bokeh/bokeh#7619) is the
-#: one traceback not counted as a server-side exception
+#: The report of a message that was in flight when the browser closed the socket (a
+#: closed tab: the transport's race, not the application's) is the one traceback not
+#: counted as a server-side exception: raised in Tornado's write (bokeh/bokeh#7619), or
+#: in Panel's dispatch of a message's parts, whose second write finds the socket the
+#: first one closed (holoviz/panel#3341); no frame of it is the lab's
 def _closed_socket_report(block: str) -> bool:
     frames = re.findall(r'File "([^"]+)"', block)
     return ("Task exception was never retrieved" in block
-            and "WebSocketProtocol13.write_message" in block
+            and ("WebSocketProtocol13.write_message" in block or "_dispatch_msgs" in block)
             and block.rstrip().endswith("tornado.websocket.WebSocketClosedError")
-            and all("/tornado/" in f for f in frames))
+            and all("/tornado/" in f or f.endswith("/panel/io/document.py") for f in frames))
 
 
 def free_port() -> int:

@@ -84,3 +84,29 @@ def test_five_sessions_per_round_update_stay_isolated_and_are_released():
 @pytest.mark.slow
 def test_thirty_sessions_per_round():
     _check_rounds(30, trace_python_memory=True)
+
+
+_PANEL_DISPATCH = '''2026-11-27 03:48:16,016 Task exception was never retrieved
+future: <Task finished name='Task-888' coro=<_dispatch_msgs() done, defined at {site}/panel/io/document.py:232> exception=WebSocketClosedError()>
+Traceback (most recent call last):
+  File "{site}/panel/io/document.py", line 250, in _dispatch_msgs
+    futures += dispatch_tornado(conn, msg=msg)
+  File "{frame}", line 475, in dispatch_tornado
+    WebSocketHandler.write_message(socket, msg.metadata_json),
+  File "{site}/tornado/websocket.py", line 364, in write_message
+    raise WebSocketClosedError()
+tornado.websocket.WebSocketClosedError
+'''
+SITE = "/usr/lib/python3/site-packages"
+
+
+def test_only_the_transport_s_closed_socket_race_is_excused_from_the_log():
+    """A closed tab's message in flight, raised in Panel's dispatch (holoviz/panel#3341),
+    is not an exception of the lab's; the same ending under a frame of the lab's is."""
+    app_load = _app_load()
+    race = _PANEL_DISPATCH.format(site=SITE, frame=f"{SITE}/panel/io/document.py")
+    assert app_load._closed_socket_report(race)
+    ours = _PANEL_DISPATCH.format(site=SITE, frame=str(ROOT / "bnlab" / "ui" / "live.py"))
+    assert not app_load._closed_socket_report(ours)
+    other = race.replace("WebSocketClosedError\n", "RuntimeError: _pending_writes\n")
+    assert not app_load._closed_socket_report(other)

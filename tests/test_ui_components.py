@@ -444,3 +444,31 @@ def test_learning_trajectory_climbs_to_the_exact_evidence_maximum_and_is_drawn(l
         xy = drawn[0].array()
         np.testing.assert_allclose(xy[[0, -1], 0], np.log10(t["lengthscale"][[0, -1]]))
         np.testing.assert_allclose(xy[[0, -1], 1], np.log10(t["variance"][[0, -1]]))
+
+
+def test_the_mcmc_surface_says_what_its_error_resolves():
+    """The surfaces page states MCMC's standard error per point and the cells where its
+    estimate lies below VI's lower bound (the exact log p(y) never does), with a warning
+    when one lies more than three standard errors below."""
+    from bnlab.ui.surfaces import mcmc_note
+    var, ls = np.array([0.5, 1.0]), np.array([0.5, 1.0, 2.0])
+    vi = np.array([[-10.0, -9.0, -8.0], [-11.0, -10.0, -9.0]])
+    se = np.full((2, 3), 0.5)
+
+    def ds(mcmc, schemes=("vi", "mcmc")):
+        surfaces = {"vi": vi, "mcmc": mcmc}
+        data = {"log_marginal": np.stack([surfaces[m] for m in schemes]),
+                "log_marginal_se": np.stack([se if m == "mcmc" else np.full((2, 3), np.nan)
+                                             for m in schemes]),
+                "converged": np.ones((len(schemes), 2, 3), bool)}
+        return xr.Dataset({k: (("scheme", "variance", "lengthscale"), v) for k, v in data.items()},
+                          coords={"scheme": list(schemes), "variance": var, "lengthscale": ls},
+                          attrs={"n_train": 50})
+    above = mcmc_note(ds(vi + 0.2))
+    assert "median 0.0100, largest 0.0100" in above and "below" not in above
+    noisy = mcmc_note(ds(vi + np.array([[0.2, -0.5, 0.2], [-0.25, 0.2, 0.2]])))
+    assert "At 2 of 6 cells" in noisy and "at most 1.0 standard errors" in noisy
+    assert "bn-caption" in noisy
+    short = mcmc_note(ds(vi - np.array([[2.0, 0, 0], [0, 0, 0]]) + 0.1))
+    assert "bn-warn" in short and "at 1 by more than 3" in short
+    assert mcmc_note(ds(vi, schemes=("vi",))) == ""

@@ -215,7 +215,7 @@ def test_sparse_tour_shows_what_it_says():
 def test_surface_tour_shows_what_it_says():
     """On the tour's 7 × 7 grid (MCMC by AIS, about a minute on two cores): all four
     surfaces pick the same cell; there Laplace < VI < EP < MCMC; the slice opens on the
-    ×'s row."""
+    ×'s row; the page states what MCMC's error resolves."""
     from bnlab.ui.app import Lab
     tour = tours.TOURS["surface"]
     lab = Lab()
@@ -228,3 +228,4 @@ def test_surface_tour_shows_what_it_says():
     at_best = [float(z.sel(scheme=m).values[cells["mcmc"]]) for m in cells]
     assert at_best == sorted(at_best) and len(set(at_best)) == 4, at_best
     assert lab.surfaces.slice.value == cells["mcmc"][0]
+    assert "MCMC (AIS) standard error per point" in lab.surfaces.message.object

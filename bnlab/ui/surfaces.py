@@ -83,6 +83,42 @@ def best_row(ds, variable="log_marginal_per_n") -> int:
     return vals.shape[1] // 2
 
 
+def mcmc_note(ds) -> str:
+    """What the MCMC surface can settle, as one line of HTML (numbers only): its
+    standard error per point (AIS, per cell), and the cells where its estimate lies
+    below VI's lower bound, which the exact log p(y) never does. AIS's log p(y) is low
+    on average (the log of an unbiased estimate of p(y)), so a few such cells within
+    about two standard errors are its noise; more than three says its schedule was too
+    short there. Gaps between methods smaller than the error are not resolved."""
+    methods = [str(m) for m in ds["scheme"].values]
+    if "mcmc" not in methods or "log_marginal_se" not in ds:
+        return ""
+    n = ds.attrs.get("n_train", 1)
+    mc = ds["log_marginal"].sel(scheme="mcmc").values
+    se = ds["log_marginal_se"].sel(scheme="mcmc").values
+    ok = np.isfinite(mc) & np.isfinite(se) & (se > 0)
+    if not ok.any():
+        return ""
+    line = (f"MCMC (AIS) standard error per point: median {np.median(se[ok]) / n:.4f}, "
+            f"largest {se[ok].max() / n:.4f}; differences smaller than that are not "
+            "resolved.")
+    if "vi" not in methods:
+        return markup.caption(line)
+    vi = ds["log_marginal"].sel(scheme="vi").values
+    below = ok & np.isfinite(vi) & ds["converged"].sel(scheme="vi").values & (mc < vi)
+    if not below.any():
+        return markup.caption(line)
+    z = ((vi - mc) / se)[below]
+    line += (f" At {int(below.sum())} of {int(ok.sum())} cells MCMC's estimate lies below "
+             f"VI's lower bound (AIS's estimate is low on average), by at most "
+             f"{z.max():.1f} standard errors")
+    far = int((z > 3).sum())
+    if far:
+        return markup.warning(f"{line}; at {far} by more than 3, where its error is "
+                              "underestimated and its schedule too short.")
+    return markup.caption(line + ".")
+
+
 def surface_plots(ds, variable="log_marginal_per_n", slice_index=None, levels=12,
                   trajectories=None, current=None):
     """(contour layout with shared colour limits, slice overlay) from a surface Dataset
@@ -279,6 +315,9 @@ class SurfacesView(pn.viewable.Viewer):
             self.progress.visible = False
         if ds.attrs.get("cancelled"):
             self.message.object = "Cancelled: cells not computed are blank."
+        note = mcmc_note(ds)
+        if note:
+            self.message.object = "<br>".join(t for t in (self.message.object, note) if t)
         self.dataset = ds
         # the grid's own axes are not the sidebar's: their sidebar values only move the ★
         self.made.record(made, free={THETA_SETTINGS[a] for a in (self.axis0, self.axis1)})

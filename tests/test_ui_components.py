@@ -471,4 +471,5 @@ def test_the_mcmc_surface_says_what_its_error_resolves():
     assert "bn-caption" in noisy
     short = mcmc_note(ds(vi - np.array([[2.0, 0, 0], [0, 0, 0]]) + 0.1))
     assert "bn-warn" in short and "at 1 by more than 3" in short
+    assert mcmc_note(ds(vi - 2.0), remedy="compute again").endswith("compute again.</span>")
     assert mcmc_note(ds(vi, schemes=("vi",))) == ""

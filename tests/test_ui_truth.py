@@ -332,6 +332,28 @@ def test_surfaces_run_pep_at_the_sidebar_alpha_whatever_the_sidebar_method(monke
     assert seen["alpha"] == 0.3 and "stop here" in view.message.object
 
 
+def test_surfaces_run_mcmc_at_the_chosen_schedule(monkeypatch):
+    """The MCMC temperatures control shows only while MCMC is among the methods, and its
+    value is AIS's schedule in ``bnlab.surface``."""
+    import bnlab
+    from bnlab.ui.surfaces import MCMC_TEMPS, SurfacesView
+    seen = {}
+
+    def fake_surface(model, X, y, **kw):
+        seen.update(kw)
+        raise ValueError("stop here")
+    monkeypatch.setattr(bnlab, "surface", fake_surface)
+    view = SurfacesView(LabSettings())
+    assert not view.mcmc_temps_widget.visible
+    view.methods.value = ["vi", "mcmc"]
+    assert view.mcmc_temps_widget.visible and view.mcmc_temps == 1000
+    view.mcmc_temps_widget.value = MCMC_TEMPS[1]
+    view.compute()
+    assert seen["mcmc_options"] == {"num_temps": 4000}
+    view.methods.value = ["vi"]
+    assert not view.mcmc_temps_widget.visible
+
+
 def _star(view):
     """The ★ (the sidebar's θ) on the first surface panel, in log10 coordinates."""
     panel = list(view.contours.object)[0]

@@ -14,6 +14,7 @@ import panel as pn
 import param
 
 from . import catalog, markup
+from .mcmc_ref import NUM_TEMPS, REFINE
 from .problem import build_problem
 from .provenance import ComputedWith
 from .settings import LabSettings
@@ -83,13 +84,14 @@ def best_row(ds, variable="log_marginal_per_n") -> int:
     return vals.shape[1] // 2
 
 
-def mcmc_note(ds) -> str:
+def mcmc_note(ds, remedy: str = "") -> str:
     """What the MCMC surface can settle, as one line of HTML (numbers only): its
     standard error per point (AIS, per cell), and the cells where its estimate lies
     below VI's lower bound, which the exact log p(y) never does. AIS's log p(y) is low
     on average (the log of an unbiased estimate of p(y)), so a few such cells within
     about two standard errors are its noise; more than three says its schedule was too
-    short there. Gaps between methods smaller than the error are not resolved."""
+    short there (``remedy`` then says what to do). Gaps between methods smaller than the
+    error are not resolved."""
     methods = [str(m) for m in ds["scheme"].values]
     if "mcmc" not in methods or "log_marginal_se" not in ds:
         return ""
@@ -115,7 +117,8 @@ def mcmc_note(ds) -> str:
     far = int((z > 3).sum())
     if far:
         return markup.warning(f"{line}; at {far} by more than 3, where its error is "
-                              "underestimated and its schedule too short.")
+                              "underestimated and its schedule too short"
+                              + (f": {remedy}." if remedy else "."))
     return markup.caption(line + ".")
 
 
@@ -179,6 +182,11 @@ def surface_plots(ds, variable="log_marginal_per_n", slice_index=None, levels=12
     return layout, slice_plot
 
 
+#: the MCMC schedules offered (AIS temperatures per grid point): the live page's default
+#: and its refinements (``mcmc_ref``); each is four times the time of the one before
+MCMC_TEMPS = (NUM_TEMPS, NUM_TEMPS * REFINE, NUM_TEMPS * REFINE ** 2)
+
+
 class SurfacesView(pn.viewable.Viewer):
     axis0 = param.Selector(default="variance", objects=list(AXES))
     axis1 = param.Selector(default="lengthscale", objects=list(AXES))
@@ -187,6 +195,8 @@ class SurfacesView(pn.viewable.Viewer):
     lo1 = param.Number(default=0.1)
     hi1 = param.Number(default=20.0)
     points = param.Integer(default=11, bounds=(3, 41))
+    mcmc_temps = param.Selector(default=MCMC_TEMPS[0], objects=list(MCMC_TEMPS),
+                                doc="AIS temperatures per grid point (MCMC's schedule)")
 
     def __init__(self, settings: LabSettings, **params):
         super().__init__(**params)
@@ -229,6 +239,11 @@ class SurfacesView(pn.viewable.Viewer):
                                     label="Download netCDF", color="light"),
             pn.pane.Markdown("PNG: the save tool on each plot's toolbar."), visible=False)
         p = self.param
+        self.mcmc_temps_widget = pn.widgets.Select.from_param(
+            p.mcmc_temps, label="MCMC temperatures (AIS)", width=200,
+            visible="mcmc" in self.methods.value)
+        self.methods.param.watch(
+            lambda e: setattr(self.mcmc_temps_widget, "visible", "mcmc" in e.new), "value")
         axis_row = pn.Row(
             pn.Column(pn.widgets.Select.from_param(p.axis0, label="Rows", width=130),
                       pn.widgets.FloatInput.from_param(p.lo0, label="from", width=130),
@@ -236,7 +251,9 @@ class SurfacesView(pn.viewable.Viewer):
             pn.Column(pn.widgets.Select.from_param(p.axis1, label="Columns", width=130),
                       pn.widgets.FloatInput.from_param(p.lo1, label="from", width=130),
                       pn.widgets.FloatInput.from_param(p.hi1, label="to", width=130)),
-            pn.widgets.IntSlider.from_param(p.points, label="Points per axis", width=200))
+            pn.Column(pn.widgets.IntSlider.from_param(p.points, label="Points per axis",
+                                                      width=200),
+                      self.mcmc_temps_widget))
         self.layout = pn.Column(
             pn.pane.Markdown("### Marginal-likelihood surfaces\nEach method's approximation of "
                              "log p(y | θ) on a log-spaced grid (hyperparameters fixed per cell; "
@@ -298,7 +315,8 @@ class SurfacesView(pn.viewable.Viewer):
                                acceleration=s.accelerate,
                                cubature=("gauss_hermite", s.cubature_order),
                                progress=lambda f: setattr(self.progress, "value", int(100 * f)),
-                               cancel=self._cancel)
+                               cancel=self._cancel,
+                               mcmc_options={"num_temps": self.mcmc_temps})
             self.trajectories = {}
             if self.learners.value and not ds.attrs.get("cancelled"):
                 self.message.object = "Learning the hyperparameters …"
@@ -315,7 +333,9 @@ class SurfacesView(pn.viewable.Viewer):
             self.progress.visible = False
         if ds.attrs.get("cancelled"):
             self.message.object = "Cancelled: cells not computed are blank."
-        note = mcmc_note(ds)
+        more = ("choose more MCMC temperatures and compute again"
+                if self.mcmc_temps < MCMC_TEMPS[-1] else "")
+        note = mcmc_note(ds, remedy=more)
         if note:
             self.message.object = "<br>".join(t for t in (self.message.object, note) if t)
         self.dataset = ds

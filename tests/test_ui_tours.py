@@ -213,7 +213,7 @@ def test_sparse_tour_shows_what_it_says():
 
 @pytest.mark.slow
 def test_surface_tour_shows_what_it_says():
-    """On the tour's 7 × 7 grid (MCMC by AIS, about a minute on two cores): all four
+    """On the tour's 7 × 7 grid (MCMC by AIS): all four
     surfaces pick the same cell; there Laplace < VI < EP < MCMC; the slice opens on the
     ×'s row; the page states what MCMC's error resolves."""
     from bnlab.ui.app import Lab

@@ -15,6 +15,15 @@ MIN_ESS = 100
 NUM_CHAINS, NUM_TEMPS, STEPS_PER_TEMP, REFINE, MAX_TEMPS = 256, 1000, 2, 4, 16_000
 
 
+def schedule_ladder() -> tuple[int, ...]:
+    """Every schedule the lab runs (temperatures): the default, then each refinement of
+    the one before (``next_schedule``), up to MAX_TEMPS."""
+    ladder = [NUM_TEMPS]
+    while ladder[-1] < MAX_TEMPS:
+        ladder.append(min(ladder[-1] * REFINE, MAX_TEMPS))
+    return tuple(ladder)
+
+
 class MCMCReference:
     """Holds MCMC samples of the latent values at the training inputs for one problem.
     The samples depend only on the data, the model's prior and likelihood and the

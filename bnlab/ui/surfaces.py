@@ -14,7 +14,7 @@ import panel as pn
 import param
 
 from . import catalog, markup
-from .mcmc_ref import NUM_TEMPS, REFINE
+from .mcmc_ref import schedule_ladder
 from .problem import build_problem
 from .provenance import ComputedWith
 from .settings import LabSettings
@@ -182,9 +182,9 @@ def surface_plots(ds, variable="log_marginal_per_n", slice_index=None, levels=12
     return layout, slice_plot
 
 
-#: the MCMC schedules offered (AIS temperatures per grid point): the live page's default
-#: and its refinements (``mcmc_ref``); each is four times the time of the one before
-MCMC_TEMPS = (NUM_TEMPS, NUM_TEMPS * REFINE, NUM_TEMPS * REFINE ** 2)
+#: the MCMC schedules offered (AIS temperatures per grid point): those of the live
+#: page's MCMC reference, each four times the time of the one before
+MCMC_TEMPS = schedule_ladder()
 
 
 class SurfacesView(pn.viewable.Viewer):

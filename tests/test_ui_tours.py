@@ -25,6 +25,7 @@ class PagesOnly:
         self.compare = CompareView(self.settings)
         self.surfaces = SurfacesView(self.settings)
         self.tabs = pn.Tabs(*[(name, pn.pane.Markdown(name)) for name in tours.TABS])
+        self.address = None
 
 
 def _current(lab):

@@ -22,11 +22,12 @@ import panel as pn
 from panel.io.state import set_curdoc
 from tornado.ioloop import IOLoop
 
+from .address import Address
 from .compare import CompareView
 from .controls import Controls, Status
 from .exports import Exports
 from .live import LiveView
-from .settings import URL_PARAMS, LabSettings, link_notice, parse_link
+from .settings import LabSettings, link_notice, parse_link
 from .surfaces import SurfacesView
 from .tours import TourPanel, tour_list_markdown
 
@@ -119,6 +120,7 @@ class Lab(pn.viewable.Viewer):
         self.follow_url = False            # serve_lab: settings from and to the address
         self.settings = LabSettings()
         self.link_errors = {}
+        self.address: Address | None = None   # set by sync_url
         self.status = Status()
         self.controls = Controls(self.settings, self.status)
         self.live = LiveView(self.settings, self.status)
@@ -136,21 +138,18 @@ class Lab(pn.viewable.Viewer):
         pn.state.onload(self.start)         # a server: once the page is up; Jupyter: now
 
     def sync_url(self) -> bool:
-        """Two-way binding between the settings and the page's query string. A shared
-        link is read value by value (``parse_link``): its valid values apply, an
-        invalid one keeps its default and is named in a notification when the page
-        loads, and the address bar is rewritten with the settings in force. Returns
-        whether the address named any setting (a copied address, not a bare
-        ``?tour=`` link)."""
+        """Bind the settings to the page's address. A shared link is read value by value
+        (``parse_link``): its valid values apply, an invalid one keeps its default and is
+        named in a notification when the page loads; from then on the address holds the
+        settings in force (``address.Address``). Returns whether the address named any
+        setting (a copied address, not a bare ``?tour=`` link)."""
         loc = pn.state.location
         if loc is None:
             return False
         good, self.link_errors = parse_link(loc.search or "")
         if good:
             self.settings.apply_link(good)
-        # the bad values are reported by ``start``; sync's own all-or-nothing update
-        # of the query then has nothing else to apply
-        loc.sync(self.settings, {p: p for p in URL_PARAMS}, on_error=lambda _: None)
+        self.address = Address(loc, self.settings, self.tour.query, doc=pn.state.curdoc)
         return bool(good or self.link_errors)
 
     def start(self):
@@ -164,14 +163,12 @@ class Lab(pn.viewable.Viewer):
         try:
             if self.follow_url:
                 link_names_settings = self.sync_url()   # its settings rebuild the run …
-            if self.link_errors:
-                s = self.settings
-                pn.state.location.update_query(**{k: s.param[k].serialize(getattr(s, k))
-                                                  for k in self.link_errors})
-                if pn.state.notifications is not None:
-                    pn.state.notifications.warning(link_notice(self.link_errors), duration=0)
+            if self.link_errors and pn.state.notifications is not None:
+                pn.state.notifications.warning(link_notice(self.link_errors), duration=0)
             if self.follow_url:
                 self.tour.open_from_url(keep_settings=link_names_settings)
+                if self.address is not None:   # the values in force, the tour's step
+                    self.address.write()
             if self.live.runner is None:   # … else (or if they cannot) build it now
                 self.live.rebuild()
         finally:

@@ -17,7 +17,7 @@ import html
 import threading
 from dataclasses import dataclass, field
 from typing import Mapping
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl
 
 import panel as pn
 
@@ -35,8 +35,6 @@ ACTIONS = {
     "surface": lambda lab: lab.surfaces.compute(),
 }
 TABS = ("Live", "Compare", "Surfaces", "About")
-#: the address's keys for the open tour and its step (1-based)
-TOUR_QUERY = ("tour", "step")
 #: the tour panel's class while no tour is open: the page's stylesheet hides the
 #: template card around it (``assets/lab.css``), which ``visible`` alone left empty
 CLOSED_CLASS = "bn-tour-closed"
@@ -301,23 +299,20 @@ class TourPanel(pn.viewable.Viewer):
         a reload or a copied link keeps the user's settings instead of reopening it."""
         self.tour = None
         self._set_shown(False)
-        self._set_query(())
+        self._write_address()
 
     def _set_shown(self, shown: bool):
         self.layout.visible = shown
         self.layout.css_classes = ["bn-tour"] if shown else ["bn-tour", CLOSED_CLASS]
 
-    @staticmethod
-    def _set_query(pairs):
-        """Put ``pairs`` of ``TOUR_QUERY`` first in the address, the settings after them
-        as they were (the raw text: Panel's parsed query would rewrite their values)."""
-        loc = pn.state.location
-        if loc is None:
-            return
-        rest = [(k, v) for k, v in parse_qsl((loc.search or "").lstrip("?"),
-                                              keep_blank_values=True) if k not in TOUR_QUERY]
-        items = [*pairs, *rest]
-        loc.search = "?" + urlencode(items) if items else ""
+    def query(self) -> list:
+        """The tour's part of the page's address: ``tour`` and the 1-based ``step``."""
+        tour, index = self.tour, self.index     # read once: Exit may run beside this
+        return [] if tour is None else [("tour", tour.key), ("step", index + 1)]
+
+    def _write_address(self):
+        if self.lab.address is not None:
+            self.lab.address.write()
 
     def go(self, k: int, apply_settings: bool = True):
         """Show step ``k``: apply its settings and page controls, switch to its page, then
@@ -334,7 +329,7 @@ class TourPanel(pn.viewable.Viewer):
         self.index, step = k, self.tour.steps[k]
         if apply_settings:
             self.lab.settings.param.update(**self.tour.settings(k))
-        self._set_query([("tour", self.tour.key), ("step", k + 1)])
+        self._write_address()
         if step.page:
             _set_page(getattr(self.lab, step.tab.lower()), step.page)
         self.lab.tabs.active = TABS.index(step.tab)

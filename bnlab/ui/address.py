@@ -1,0 +1,63 @@
+"""The page's address bar as a function of the lab's state.
+
+The address is ``?tour=…&step=…`` while a tour is open, then every ``URL_PARAMS``
+setting, so a copied address reproduces the page. It is never edited in place: each
+change of a setting or of the tour's step writes the whole address from the current
+state. Panel's ``Location.sync`` edits it in place (read the address, change one value,
+write it back), and Panel handles the browser's events on several threads
+(``nthreads``): a tour's step and a setting echoed from the browser then each read the
+old address and the later write dropped the other's change, so under load the address
+lost ``&step=`` and a copied link reopened the wrong step. Here the address is written
+on the server's event loop, from the state at that moment: whichever write comes last
+holds every change made before it."""
+from __future__ import annotations
+
+import json
+import threading
+from typing import Callable
+from urllib.parse import urlencode
+
+import param
+
+from .settings import URL_PARAMS
+
+
+def settings_query(settings: param.Parameterized) -> list[tuple[str, str]]:
+    """The settings' part of the address, each value as its parameter serialises it
+    (JSON for numbers and booleans: ``alpha=0.25``, ``backtrack=true``)."""
+    pairs = []
+    for name in URL_PARAMS:
+        value = settings.param[name].serialize(getattr(settings, name))
+        pairs.append((name, value if isinstance(value, str) else json.dumps(value)))
+    return pairs
+
+
+class Address:
+    """Keeps ``location.search`` equal to ``tour_query()`` followed by the settings.
+
+    ``location``: the session's ``panel.io.location.Location``; ``doc``: its Bokeh
+    document (None outside a server: the address is then written at once);
+    ``tour_query``: the tour's ``[("tour", key), ("step", k)]``, empty when closed."""
+
+    def __init__(self, location, settings, tour_query: Callable[[], list], doc=None):
+        self.location, self.settings, self.tour_query, self.doc = (
+            location, settings, tour_query, doc)
+        self._lock = threading.RLock()   # a watcher of the address may change a setting
+        settings.param.watch(lambda *_: self.write(), list(URL_PARAMS))
+
+    def text(self) -> str:
+        return "?" + urlencode([*self.tour_query(), *settings_query(self.settings)])
+
+    def write(self):
+        """Bring the address up to date, on the event loop if served (a change made on a
+        worker thread is applied there, in the order of the writes)."""
+        if self.doc is not None and self.doc.session_context is not None:
+            self.doc.add_next_tick_callback(self._flush)
+        else:
+            self._flush()
+
+    def _flush(self):
+        with self._lock:
+            text = self.text()
+            if self.location.search != text:
+                self.location.search = text

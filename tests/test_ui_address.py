@@ -1,0 +1,74 @@
+"""The page's address as a function of the lab's state: after every tour step, every
+setting change and Exit it names exactly the tour's step and the settings in force
+(read back by the shared-link parser), and a write requested from a worker thread is
+applied on the event loop with the state at that moment, not the state when it was
+requested (two writes in flight then cannot leave the older one last)."""
+from urllib.parse import parse_qsl
+
+from panel.io.location import Location
+
+from bnlab.ui import tours
+from bnlab.ui.address import Address
+from bnlab.ui.settings import URL_PARAMS, parse_link
+
+from test_ui_tours import PagesOnly
+
+
+def _addressed_lab(doc=None):
+    lab = PagesOnly()
+    panel = tours.TourPanel(lab, perform_actions=False)
+    lab.address = Address(Location(search="?tour=alpha"), lab.settings, panel.query, doc=doc)
+    return lab, panel
+
+
+def _shown(location):
+    """(tour and step named, settings named) of the address, read as a link is read."""
+    pairs = dict(parse_qsl(location.search.lstrip("?")))
+    good, bad = parse_link(location.search)
+    assert bad == {}
+    return (pairs.get("tour"), pairs.get("step")), good
+
+
+def _state(lab):
+    return {p: getattr(lab.settings, p) for p in URL_PARAMS}
+
+
+def test_the_address_holds_the_step_and_the_settings_in_force():
+    lab, panel = _addressed_lab()
+    tour = tours.ALPHA
+    panel.open("alpha")
+    for k in range(len(tour.steps)):
+        panel.go(k)
+        assert _shown(lab.address.location) == (("alpha", str(k + 1)), tour.settings(k))
+        lab.settings.param.update(lengthscale=2.5, rho=0.3)          # the user plays
+        assert _shown(lab.address.location) == (("alpha", str(k + 1)), _state(lab))
+    panel.close()
+    assert _shown(lab.address.location) == ((None, None), _state(lab))
+
+
+class LoopDoc:
+    """A served document's event loop, run by hand: next-tick callbacks wait here."""
+    session_context = object()
+
+    def __init__(self):
+        self.pending = []
+
+    def add_next_tick_callback(self, callback):
+        self.pending.append(callback)
+
+    def run(self):
+        while self.pending:
+            self.pending.pop(0)()
+
+
+def test_writes_from_a_worker_thread_land_with_the_latest_state():
+    doc = LoopDoc()
+    lab, panel = _addressed_lab(doc)
+    panel.open("alpha")
+    panel.go(2)                      # a Next click: its writes are queued for the loop …
+    assert doc.pending and lab.address.location.search == "?tour=alpha"
+    lab.settings.lengthscale = 3.5   # … and a setting echoed from the browser beside it
+    panel.index = 3                  # (the step moves on before the queue runs)
+    doc.run()
+    assert _shown(lab.address.location) == (("alpha", "4"), _state(lab))
+    assert lab.settings.lengthscale == 3.5

@@ -5,7 +5,8 @@ import time
 import numpy as np
 import pytest
 
-from bnlab.studies.surface_blocks import ThreadPool, for_runs, padded, plan_blocks, run_blocks
+from bnlab.studies.surface_blocks import (CANCEL_GRACE_S, ThreadPool, for_runs, padded,
+                                         plan_blocks, run_blocks)
 
 
 @pytest.mark.parametrize("shape,chunk", [((4, 5), 5), ((4, 5), 2), ((3, 1), 2), ((1, 6), 4)])
@@ -103,3 +104,35 @@ def test_blocks_already_done_release_their_dependants_and_batches_group_one_run(
     assert all(len(set(g)) == 1 for g in groups)              # one run per batch
     assert sum(solved) == 7                                   # 8 blocks, run 0's column read
     assert [0, 0, 0] in groups                                # its rows at once, in one batch
+
+
+def test_a_cancel_returns_though_a_running_block_never_does():
+    """A block stuck in its computation (here: waiting on an event nobody sets until the
+    end) must not hold the caller after a cancel: the block that finishes within the
+    grace period is kept, the stuck one abandoned, and the call returns soon after."""
+    blocks = plan_blocks((1, 2), 1, warm_start=False)           # two independent blocks
+    release = threading.Event()
+    stored, cancel = [], threading.Event()
+
+    def solve(block):
+        if block.points[0] == 0:
+            release.wait(60)                                  # stuck
+        else:
+            cancel.set()                                      # the user cancels now …
+            time.sleep(0.3)                                   # … and this one still ends
+        return block.points
+
+    def store(group, points):
+        stored.extend(points.tolist())
+
+    pool = ThreadPool(2)
+    start = time.monotonic()
+    try:
+        assert run_blocks(blocks, lambda g: (solve, (g[0],)), store, pool=pool,
+                          cancelled=cancel.is_set)
+        waited = time.monotonic() - start
+        pool.close()                                          # does not join the stuck thread
+        assert stored == [1]
+        assert CANCEL_GRACE_S < waited < CANCEL_GRACE_S + 5
+    finally:
+        release.set()

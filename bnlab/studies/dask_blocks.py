@@ -45,9 +45,17 @@ class DaskPool:
         return value
 
     @staticmethod
-    def wait_first(futures):
+    def wait_first(futures, timeout=None):
+        """The futures done within ``timeout`` seconds (empty if none)."""
         from distributed import wait
-        return wait(futures, return_when="FIRST_COMPLETED").done
+        try:
+            return wait(futures, timeout=timeout, return_when="FIRST_COMPLETED").done
+        except TimeoutError:
+            return set()
+
+    def abandon(self, futures):
+        """Cancel the tasks still running on the cluster."""
+        self.client.cancel(futures)
 
     @property
     def workers_used(self) -> int:

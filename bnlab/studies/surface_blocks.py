@@ -23,6 +23,7 @@ rows wait for, then overlaps other runs' rows instead of leaving workers idle.
 from __future__ import annotations
 
 import os
+import time
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import Callable, NamedTuple
@@ -30,7 +31,14 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 __all__ = ["Block", "plan_blocks", "for_runs", "padded", "run_blocks", "default_workers",
-           "ThreadPool"]
+           "ThreadPool", "CANCEL_GRACE_S"]
+
+#: after a cancel, how long the blocks already running may take to finish (their values
+#: are kept) before the caller gets control back without them: a cancel must work even
+#: when a block never returns (an XLA:CPU computation was once seen waiting forever)
+CANCEL_GRACE_S = 2.0
+#: how often a wait for running blocks looks at the cancel flag
+_POLL_S = 0.2
 
 
 class Block(NamedTuple):
@@ -112,11 +120,19 @@ class ThreadPool:
         return future.result()
 
     @staticmethod
-    def wait_first(futures):
-        return wait(futures, return_when=FIRST_COMPLETED)[0]
+    def wait_first(futures, timeout=None):
+        """The futures done within ``timeout`` seconds (empty if none)."""
+        return wait(futures, timeout=timeout, return_when=FIRST_COMPLETED)[0]
+
+    @staticmethod
+    def abandon(futures):
+        """Stop waiting for running tasks: a thread cannot be interrupted, so each
+        finishes (or not) on its own and its result is dropped."""
 
     def close(self):
-        self._pool.shutdown(wait=True)
+        """No new tasks; returns without joining a thread still running an abandoned
+        task (when ``run_blocks`` returns normally none is running)."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 def run_blocks(blocks: list[Block], task: Callable[[list[Block]], tuple],
@@ -128,7 +144,9 @@ def run_blocks(blocks: list[Block], task: Callable[[list[Block]], tuple],
     gives (fn, args) and ``pool`` (a ``ThreadPool`` or a Dask pool,
     ``studies.dask_blocks``) runs fn(*args) with at most ``pool.slots`` groups in
     flight, so a cancel stops everything not started. Stops submitting once
-    ``cancelled()``; returns whether it was cancelled. Blocks in ``done`` (indices, e.g.
+    ``cancelled()`` (looked at while waiting too), keeps what the running groups
+    return within ``CANCEL_GRACE_S`` and then abandons the rest; returns whether it
+    was cancelled. Blocks in ``done`` (indices, e.g.
     read from a store) count as finished: they are neither solved nor stored."""
     children: dict[int, list[int]] = {}
     for b, blk in enumerate(blocks):
@@ -143,12 +161,12 @@ def run_blocks(blocks: list[Block], task: Callable[[list[Block]], tuple],
                 ready.append(b)
 
     release(-1)
-    stopped = False
+    cancelled_at = None          # time.monotonic() of the cancel, once seen
     running = {}
     while True:
-        while ready and len(running) < pool.slots and not stopped:
+        while ready and len(running) < pool.slots and cancelled_at is None:
             if cancelled():
-                stopped = True
+                cancelled_at = time.monotonic()
                 break
             group = [ready.popleft()]
             run = blocks[group[0]].run
@@ -159,9 +177,14 @@ def run_blocks(blocks: list[Block], task: Callable[[list[Block]], tuple],
             running[pool.submit(fn, *args)] = group
         if not running:
             break
-        for future in pool.wait_first(list(running)):
+        for future in pool.wait_first(list(running), timeout=_POLL_S):
             group = running.pop(future)
             store([blocks[b] for b in group], pool.result(future))
             for b in group:
                 release(b)
-    return stopped
+        if cancelled_at is None and cancelled():
+            cancelled_at = time.monotonic()
+        if running and cancelled_at is not None and time.monotonic() - cancelled_at > CANCEL_GRACE_S:
+            pool.abandon(list(running))
+            break
+    return cancelled_at is not None

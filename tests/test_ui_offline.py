@@ -49,6 +49,7 @@ def test_page_requests_stay_on_the_server_origin(lab_browser, lab_url):
     ctx.close()
     assert len(requests) > 10 and sockets                 # the page and its scripts loaded
     assert foreign(requests + sockets) == []
+    assert [u for u in requests if "mathjax" in u.lower()] == []   # 1.8 MB the lab needs not
 
 
 def test_the_lab_shows_no_emoji_a_classroom_machine_may_have_no_font_for():
@@ -63,3 +64,32 @@ def test_the_lab_shows_no_emoji_a_classroom_machine_may_have_no_font_for():
              for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
              for char in line if ord(char) > 0xFFFF]
     assert found == []
+
+
+def test_mathjax_is_sent_only_with_tex_and_the_lab_writes_none():
+    """Panel's MathJax bundle goes with a page only when one of its HTML or Markdown
+    panes holds TeX, and no text the lab shows (its panes on every page, the About page,
+    the tours' narrations) holds any, so leaving the bundle out loses nothing."""
+    import panel as pn
+    from bokeh.embed.util import contains_tex_string
+    from bokeh.resources import Resources
+    from panel.io.resources import bundle_resources
+
+    from bnlab.ui import tours
+    from bnlab.ui.app import Lab, send_mathjax_only_for_tex
+
+    send_mathjax_only_for_tex()
+
+    def sends_mathjax(text):
+        roots = [pn.pane.Markdown(text).get_root()]
+        bundle = bundle_resources(roots, Resources(mode="server"))
+        return any("mathjax" in str(getattr(f, "url", f)) for f in bundle.js_files)
+
+    assert sends_mathjax("the evidence $$\\log p(y)$$") and not sends_mathjax("log p(y) ≤ 0")
+    lab = Lab()
+    texts = [pane.object for pane in pn.Row(lab.controls, lab.tabs, lab.tour.layout).select(
+        pn.pane.HTML) + pn.Row(lab.controls, lab.tabs).select(pn.pane.Markdown)
+             if isinstance(pane.object, str)]
+    texts += [step.text for tour in tours.TOURS.values() for step in tour.steps]
+    assert len(texts) > 20
+    assert [t[:60] for t in texts if contains_tex_string(t) or "$" in t] == []

@@ -72,3 +72,11 @@ def test_writes_from_a_worker_thread_land_with_the_latest_state():
     doc.run()
     assert _shown(lab.address.location) == (("alpha", "4"), _state(lab))
     assert lab.settings.lengthscale == 3.5
+
+
+def test_nothing_is_written_once_the_page_is_gone():
+    doc = LoopDoc()
+    lab, panel = _addressed_lab(doc)
+    doc.session_context = None       # Bokeh's Document.destroy
+    lab.settings.lengthscale = 2.0   # a tour step finishing after the tab closed
+    assert doc.pending == [] and lab.address.location.search == "?tour=alpha"

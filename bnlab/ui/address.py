@@ -36,7 +36,8 @@ class Address:
     """Keeps ``location.search`` equal to ``tour_query()`` followed by the settings.
 
     ``location``: the session's ``panel.io.location.Location``; ``doc``: its Bokeh
-    document (None outside a server: the address is then written at once);
+    document (None outside a server: the address is then written at once; once the
+    session is destroyed nothing is written);
     ``tour_query``: the tour's ``[("tour", key), ("step", k)]``, empty when closed."""
 
     def __init__(self, location, settings, tour_query: Callable[[], list], doc=None):
@@ -51,10 +52,10 @@ class Address:
     def write(self):
         """Bring the address up to date, on the event loop if served (a change made on a
         worker thread is applied there, in the order of the writes)."""
-        if self.doc is not None and self.doc.session_context is not None:
-            self.doc.add_next_tick_callback(self._flush)
-        else:
+        if self.doc is None:
             self._flush()
+        elif self.doc.session_context is not None:   # None: the page is gone
+            self.doc.add_next_tick_callback(self._flush)
 
     def _flush(self):
         with self._lock:

@@ -11,6 +11,10 @@ from ._runtime.xla_cache import enable_xla_cache  # noqa: E402
 
 enable_xla_cache()
 
+from ._runtime import lapack_batches  # noqa: E402
+
+lapack_batches.install()
+
 from . import cubature, datasets, kernels, likelihoods, methods  # noqa: E402
 from ._runtime.compiled import clear_compiled  # noqa: E402
 from .engine.result import Result  # noqa: E402

@@ -35,7 +35,8 @@ __all__ = ["Block", "plan_blocks", "for_runs", "padded", "run_blocks", "default_
 
 #: after a cancel, how long the blocks already running may take to finish (their values
 #: are kept) before the caller gets control back without them: a cancel must work even
-#: when a block never returns (an XLA:CPU computation was once seen waiting forever)
+#: when a block never returns (jaxlib 0.10's batched-LAPACK deadlock was one way, now
+#: avoided: ``bnlab._runtime.lapack_batches``)
 CANCEL_GRACE_S = 2.0
 #: how often a wait for running blocks looks at the cancel flag
 _POLL_S = 0.2

@@ -1,15 +1,15 @@
-"""A guided tour in a real browser (Playwright + Debian chromium): ``?tour=alpha``
+"""Guided tours in a real browser (Playwright + Debian chromium): ``?tour=alpha``
 opens the narration, Next walks through every step, each step's text is shown and its
 settings reach the sidebar, the URL and the live run; the address names the step, a
 copied address reopens that step with its settings, and Exit takes the tour (and its
-card) off the page and out of the address."""
+card) off the page and out of the address. The other tours walk the same way under
+``-m slow`` (their steps compute MCMC references and a surface)."""
 import re
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 from bnlab.ui import tours
-from bnlab.ui.settings import LabSettings
 
 expect = pytest.importorskip("playwright.sync_api").expect
 
@@ -32,7 +32,9 @@ def _step_shown(page, k):
 
 
 def _query(page) -> dict:
-    return {k: v[-1] for k, v in parse_qs(urlsplit(page.url).query).items()}
+    """The address's query as the page holds it now (``page.url`` may lag a history
+    update)."""
+    return {k: v[-1] for k, v in parse_qs(urlsplit(page.evaluate("location.href")).query).items()}
 
 
 def _card_shown(page) -> bool:
@@ -41,13 +43,9 @@ def _card_shown(page) -> bool:
                          ".closest('.card-margin')).display") != "none"
 
 
-def test_alpha_tour_walks_through_its_steps(lab_browser, lab_url, shots):
-    tour = tours.ALPHA
-    ctx = lab_browser.new_context(viewport={"width": 1500, "height": 1300})
-    page = ctx.new_page()
-    errors = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(lab_url + "?tour=alpha", timeout=STEP_TIMEOUT_MS)
+def _walk(page, tour):
+    """Next through every step of ``tour`` (the page shows its first): each step's number,
+    text, settings (the sidebar's method, the address) and page."""
     n = len(tour.steps)
     for k, step in enumerate(tour.steps):
         if k:
@@ -57,22 +55,33 @@ def test_alpha_tour_walks_through_its_steps(lab_browser, lab_url, shots):
         first_words = step.text.split("**")[1]     # the step's bold opening
         assert page.locator(".bn-tour-text strong").first.inner_text() == first_words
         want = tour.settings(k)
-        if want["method"] != LabSettings.param.method.default:   # defaults stay out of the URL
-            page.wait_for_function("(m) => document.location.search.includes('method=' + m)",
-                                   arg=want["method"], timeout=UPDATE_TIMEOUT_MS)
+        page.wait_for_function(
+            "(m) => new URLSearchParams(document.location.search).get('method') === m",
+            arg=want["method"], timeout=UPDATE_TIMEOUT_MS)
         if want["method"] == "pep":
-            assert f"alpha={want['alpha']:g}" in page.evaluate("document.location.search")
+            assert float(_query(page)["alpha"]) == want["alpha"]
         expect(page.locator(".ctl-method select")).to_have_value(
             re.compile("^" + re.escape(want["method"] + " —")), timeout=UPDATE_TIMEOUT_MS)
         page.wait_for_function("(k) => document.location.search.includes('step=' + k)",
                                arg=k + 1, timeout=UPDATE_TIMEOUT_MS)
-        assert _query(page)["tour"] == "alpha"
+        assert _query(page)["tour"] == tour.key
         if step.tab == "Live":
             expect(page.locator(".bn-status b").first).to_have_text(want["method"],
                                                                     timeout=UPDATE_TIMEOUT_MS)
         else:
             expect(page.locator(".bk-tab.bk-active")).to_have_text(step.tab)
     assert _button(page, "Next ▶").is_disabled()
+
+
+def test_alpha_tour_walks_through_its_steps(lab_browser, lab_url, shots):
+    tour = tours.ALPHA
+    ctx = lab_browser.new_context(viewport={"width": 1500, "height": 1300})
+    page = ctx.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(lab_url + "?tour=alpha", timeout=STEP_TIMEOUT_MS)
+    _walk(page, tour)
+    n = len(tour.steps)
     page.screenshot(path=str(shots / "ui-tour-alpha.png"), full_page=True)
     # Back returns to the previous step's settings
     _button(page, "◀ Back").click()
@@ -85,7 +94,7 @@ def test_alpha_tour_walks_through_its_steps(lab_browser, lab_url, shots):
     page.locator(".ctl-lengthscale input").first.press("Enter")
     page.wait_for_function("() => document.location.search.includes('lengthscale=3.5')",
                            timeout=UPDATE_TIMEOUT_MS)
-    copied = page.url
+    copied = page.evaluate("location.href")
     assert _card_shown(page)
     _button(page, "Exit tour").click()
     page.wait_for_selector(".bn-tour", state="hidden", timeout=UPDATE_TIMEOUT_MS)
@@ -99,5 +108,20 @@ def test_alpha_tour_walks_through_its_steps(lab_browser, lab_url, shots):
     _step_shown(other, n - 1)
     assert other.locator(".ctl-lengthscale input").first.input_value() == "3.5"
     assert _query(other)["lengthscale"] == "3.5" and _query(other)["step"] == str(n - 1)
+    assert errors == []
+    ctx.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("key", [key for key in tours.TOURS if key != "alpha"])
+def test_every_other_tour_walks_through_its_steps(lab_browser, lab_url, key):
+    """The other tours, step by step in a browser, their actions performed (MCMC, runs,
+    the α sweep, the surface), with no error in the page."""
+    ctx = lab_browser.new_context(viewport={"width": 1500, "height": 1300})
+    page = ctx.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(lab_url + f"?tour={key}", timeout=STEP_TIMEOUT_MS)
+    _walk(page, tours.TOURS[key])
     assert errors == []
     ctx.close()

@@ -2,6 +2,7 @@
 headless Debian chromium driven by Playwright (imported lazily, so this file imports
 without playwright installed)."""
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -44,15 +45,27 @@ def _free_port():
         return s.getsockname()[1]
 
 
+#: ``panel serve`` with every thread's Python stack written to its log on SIGUSR1
+_SERVE_DUMPABLE = ("import faulthandler, signal, sys; "
+                   "faulthandler.register(signal.SIGUSR1, all_threads=True); "
+                   "from panel.command import main; sys.argv[0] = 'panel'; main()")
+
+
 @pytest.fixture(scope="module")
-def lab_url():
-    """URL of a fresh ``panel serve apps/lab.py`` (stopped after the module)."""
+def lab_url(request):
+    """URL of a fresh ``panel serve apps/lab.py`` (stopped after the module), its log in
+    test-output/lab-server-<module>.log; if a test of the module failed, the server's
+    thread stacks are written there before it stops (a page that never showed its
+    content leaves a trace of what the server was doing)."""
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"browser tests need Debian's chromium at {CHROMIUM}")
     port = _free_port()
-    log = open(ROOT / "test-output" / "lab-server.log", "w") if (ROOT / "test-output").is_dir() \
-        else subprocess.DEVNULL
-    proc = subprocess.Popen([sys.executable, "-m", "panel", "serve", str(ROOT / "apps" / "lab.py"),
+    name = request.module.__name__.rsplit(".", 1)[-1]
+    log = open(ROOT / "test-output" / f"lab-server-{name}.log", "w") \
+        if (ROOT / "test-output").is_dir() else subprocess.DEVNULL
+    failed_before = request.session.testsfailed
+    proc = subprocess.Popen([sys.executable, "-c", _SERVE_DUMPABLE, "serve",
+                             str(ROOT / "apps" / "lab.py"),
                              "--port", str(port), "--num-threads", "4", "--liveness",
                              "--allow-websocket-origin", f"localhost:{port}"],
                             cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
@@ -70,6 +83,9 @@ def lab_url():
         proc.terminate()
         pytest.fail("panel serve did not answer within 90 s")
     yield url
+    if request.session.testsfailed > failed_before and proc.poll() is None:
+        proc.send_signal(signal.SIGUSR1)
+        time.sleep(1)
     proc.terminate()
     try:
         proc.wait(10)

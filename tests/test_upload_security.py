@@ -204,7 +204,9 @@ def _step_reaches_iteration_one(page):
 def test_browser_shows_a_script_column_name_as_text(lab_browser, lab_url):
     ctx, page = _open(lab_browser, lab_url + "?dataset=csv")
     _upload(page, "xss.csv", f"x,{XSS}\n1,2\n3,oops\n".encode())
-    hint = page.locator(".ctl-csv .bn-error")
+    # the hint already names the missing file before the upload is parsed: wait for its
+    # verdict on this file
+    hint = page.locator(".ctl-csv .bn-error", has_text="non-numeric")
     hint.wait_for(timeout=60_000)
     page.wait_for_timeout(1000)                    # time for an injected <img> to fail
     assert XSS in hint.text_content() and "non-numeric" in hint.text_content()

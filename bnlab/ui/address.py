@@ -17,18 +17,16 @@ import threading
 from typing import Callable
 from urllib.parse import urlencode
 
-import param
-
-from .settings import URL_PARAMS
+from .settings import URL_PARAMS, LabSettings
 
 
-def settings_query(settings: param.Parameterized) -> list[tuple[str, str]]:
-    """The settings' part of the address, each value as its parameter serialises it
-    (JSON for numbers and booleans: ``alpha=0.25``, ``backtrack=true``)."""
+def settings_query(settings: LabSettings) -> list[tuple[str, str]]:
+    """The settings' part of the address (``url_state``), each value as its parameter
+    serialises it (JSON for numbers and booleans: ``alpha=0.25``, ``backtrack=true``)."""
     pairs = []
-    for name in URL_PARAMS:
-        value = settings.param[name].serialize(getattr(settings, name))
-        pairs.append((name, value if isinstance(value, str) else json.dumps(value)))
+    for name, value in settings.url_state().items():
+        text = settings.param[name].serialize(value)
+        pairs.append((name, text if isinstance(text, str) else json.dumps(text)))
     return pairs
 
 

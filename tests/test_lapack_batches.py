@@ -1,6 +1,6 @@
 """Batched LAPACK calls on the CPU (``bnlab._runtime.lapack_batches``): the sliced
 lowering gives NumPy's (LAPACK's) values for batches larger than a slice, gradients
-still flow, and a program that jaxlib 0.10 would deadlock — as many independent batched
+still flow, it applies to the jaxlibs seen to deadlock, and a program that jaxlib 0.10 would deadlock — as many independent batched
 factorisations as the machine has cores, each above jaxlib's splitting size — finishes."""
 import os
 import threading
@@ -24,6 +24,7 @@ def _spd(batch, n):
 
 @pytest.mark.parametrize("batch,n", [((7,), 60), ((2, 3), 75), ((333,), 9), ((1,), 120)])
 def test_sliced_factorisations_equal_lapack_one_matrix_at_a_time(batch, n):
+    assert lapack_batches._installed == lapack_batches.needed()
     S = _spd(batch, n)
     assert lapack_batches.slice_length(n * n * 8) < np.prod(batch) or batch == (1,)
     L = np.asarray(jax.jit(jnp.linalg.cholesky)(S))
@@ -40,6 +41,13 @@ def test_sliced_factorisations_equal_lapack_one_matrix_at_a_time(batch, n):
                                    rtol=1e-9)
         np.testing.assert_allclose(Y[idx], np.linalg.solve(S[idx], B[idx]), rtol=1e-9)
         np.testing.assert_allclose(logdet[idx], np.linalg.slogdet(S[idx])[1], rtol=1e-12)
+
+
+def test_the_slicing_applies_to_the_jaxlibs_that_deadlock():
+    """0.9.2 and 0.10.x were seen to hang, 0.11.2 (on a 16-core GPU machine's CPU) not."""
+    assert lapack_batches.needed("0.9.2") and lapack_batches.needed("0.10.2")
+    assert lapack_batches.needed("0.11.0.dev20260301")
+    assert not lapack_batches.needed("0.11.2") and not lapack_batches.needed("0.12.0rc1")
 
 
 def test_gradients_flow_through_the_sliced_cholesky():

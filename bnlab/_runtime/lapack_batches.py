@@ -8,25 +8,41 @@ for good: two surface blocks solved side by side on two cores, or a single progr
 two independent batched factorisations, is enough (on two cores, two threads each
 factorising 10 × 60 × 60 matrices hang, 9 × 60 × 60 never do; eigh hangs from 4 × 80 ×
 80). Every worker then sleeps in ``BlockingCounter::Wait`` and the caller in
-``BlockUntilReady``, at 0 % CPU. jaxlib 0.11.1 removed that path from its public
-builds.
+``BlockUntilReady``, at 0 % CPU. jaxlib 0.9.2 hangs the same way (on eigh). jaxlib
+0.11.2 does not: 32 independent batched factorisations in one program on 16 cores, which
+hang 0.10 on 2 cores by the third call, ran 40 calls; a public report says 0.11.1
+removed that path from its public builds. So the slicing is applied below
+``FIXED_IN``, the first jaxlib seen not to hang.
 
-So on the CPU each such primitive's batch is lowered as a loop over slices of at most
+On the CPU each such primitive's batch is lowered as a loop over slices of at most
 ``SLICE_BYTES`` of its first operand, each slice one LAPACK call below the size at
 which jaxlib splits it; a single matrix of any size is one call, as before (jaxlib
 does not split one matrix). The values are those of the batched call: the same LAPACK
 routine on the same matrices. ``install`` is called once, when bnlab is imported,
-before anything is compiled."""
+before anything is compiled; with a newer jaxlib it leaves JAX as it is."""
 from __future__ import annotations
 
 import math
+import re
 
 #: the most bytes of a primitive's first operand one LAPACK call gets (jaxlib 0.10
 #: split calls from 256 KiB for Cholesky and below that for eigh; the smallest
 #: batched eigh seen to hang had 200 KiB)
 SLICE_BYTES = 32 * 1024
 
+#: the first jaxlib seen not to deadlock (see above)
+FIXED_IN = (0, 11, 2)
+
 _installed = False
+
+
+def needed(jaxlib_version: str | None = None) -> bool:
+    """Whether this jaxlib (``jaxlib.version.__version__`` unless given) predates
+    ``FIXED_IN``."""
+    if jaxlib_version is None:
+        from jaxlib.version import __version__ as jaxlib_version
+    release = tuple(int(p) for p in re.findall(r"\d+", jaxlib_version)[:3])
+    return release < FIXED_IN
 
 
 def _primitives():
@@ -78,10 +94,13 @@ def _sliced_rule(prim, rule):
 
 def install() -> bool:
     """Replace the CPU lowering of every batched LAPACK primitive by the sliced one
-    (once per process); False if this JAX has no such registry to patch."""
+    (once per process); False if this jaxlib does not need it or has no such registry
+    to patch."""
     global _installed
     if _installed:
         return True
+    if not needed():
+        return False
     from jax._src.interpreters import mlir
     cpu = getattr(mlir, "_platform_specific_lowerings", {}).get("cpu")
     if cpu is None:

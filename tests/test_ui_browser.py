@@ -1,8 +1,12 @@
 """The lab in a real browser (Playwright + Debian chromium); one server per module."""
+import time
+from pathlib import Path
 
 import pytest
 
 expect = pytest.importorskip("playwright.sync_api").expect
+PlaywrightTimeout = pytest.importorskip("playwright.sync_api").TimeoutError
+SHOTS = Path(__file__).resolve().parents[1] / "test-output"
 
 pytestmark = pytest.mark.ui
 
@@ -10,14 +14,27 @@ LOAD_TIMEOUT = 90_000
 
 
 def _open(browser, url):
+    """A new browser context on ``url``, once its status line shows; if it never does,
+    the failure says what the page showed and logged, with a screenshot beside it."""
     ctx = browser.new_context(viewport={"width": 1500, "height": 1300})
     page = ctx.new_page()
     page.set_default_navigation_timeout(LOAD_TIMEOUT)      # a first load on a busy machine
-    page.console_errors = []
+    page.console_errors, page.console_log = [], []
+    page.on("console", lambda m: page.console_log.append(f"{m.type}: {m.text}"))
     page.on("console", lambda m: page.console_errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: page.console_errors.append(str(e)))
     page.goto(url)
-    page.wait_for_selector(".bn-status b", timeout=LOAD_TIMEOUT)
+    try:
+        page.wait_for_selector(".bn-status b", timeout=LOAD_TIMEOUT)
+    except PlaywrightTimeout:
+        shot = SHOTS / f"no-status-{time.strftime('%H%M%S')}.png"
+        page.screenshot(path=str(shot), full_page=True)
+        shown = {"status": page.locator(".bn-status div").all_inner_texts(),
+                 "spinners": page.locator(".pn-loading").count(),
+                 "layouts": page.locator(".bk-Column, .bk-Row").count()}
+        raise AssertionError(f"{url}: no status line within {LOAD_TIMEOUT / 1000:.0f} s; "
+                             f"the page shows {shown}; console: {page.console_log[-12:]}; "
+                             f"errors: {page.console_errors}; screenshot {shot}") from None
     return ctx, page
 
 

@@ -160,6 +160,9 @@ class Lab(pn.viewable.Viewer):
         once per server process); the spinner stays until the first plot is drawn, and
         the Live page's other plots follow it (``LiveView.show_all``)."""
         link_names_settings = False
+        doc = pn.state.curdoc
+        session = getattr(getattr(doc, "session_context", None), "id", "-")
+        log.info("bnlab page loaded: %s", session)   # a page that never showed: did it get here?
         try:
             if self.follow_url:
                 link_names_settings = self.sync_url()   # its settings rebuild the run …
@@ -173,7 +176,8 @@ class Lab(pn.viewable.Viewer):
                 self.live.rebuild()
         finally:
             self.live.layout.loading = False
-            doc = pn.state.curdoc
+            log.info("bnlab first build done: %s (%s)", session,
+                     "a run" if self.live.runner is not None else "no run")
             if doc is not None and doc.session_context is not None:
                 # the rest of the Live page once the first plot has gone out
                 _on_event_loop(doc, self.live.show_all, 50)
@@ -283,5 +287,6 @@ def serve_lab():
     # once the closed session's document is released, not while it is being destroyed
     pn.state.on_session_destroyed(
         lambda _: IOLoop.current().add_callback(_freeze_lasting_objects))
-    log.info("bnlab session opened")
+    context = getattr(pn.state.curdoc, "session_context", None)
+    log.info("bnlab session opened: %s", getattr(context, "id", "-"))
     return lab.template()

@@ -77,6 +77,21 @@ def test_default_page_loads_without_console_errors(lab_browser, lab_url, shots):
     ctx.close()
 
 
+def test_an_editable_sliders_label_sits_beside_its_number_box(lab_browser, lab_url):
+    """Centred on the box, as a label; Panel's own alignment put it under the box's
+    text (its centre 10 px lower)."""
+    ctx, page = _open(lab_browser, lab_url)
+
+    def centre(locator):
+        box = locator.bounding_box()
+        return box["y"] + box["height"] / 2
+
+    for control, label in (("lengthscale", "Lengthscale ℓ"), ("rho", "Damping ρ")):
+        row = page.locator(f".ctl-{control}")
+        assert abs(centre(row.get_by_text(label)) - centre(row.locator("input").first)) < 2
+    ctx.close()
+
+
 def test_run_ep_grows_energy_trace_and_url_records_it(lab_browser, lab_url, shots):
     ctx, page = _open(lab_browser, lab_url)
     _choose(page, "method", "ep — expectation propagation (Power EP with α = 1)")

@@ -39,6 +39,15 @@ SECTIONS = (("Data", ("dataset", "csv", "n", "likelihood", "lik_scale", "df")),
                            "covariance", "band", "cubature_order")))
 
 
+def _label_beside_its_box(widget):
+    """Panel aligns an editable slider's label with the bottom of its number box, so the
+    label reads as sitting under it; centred on the box, it reads as the box's label.
+    (Panel 1.9 has no parameter for it: its label is the composite's ``_label``.)"""
+    label = getattr(widget, "_label", None)
+    if label is not None:
+        label.align = "center"
+
+
 class Status(param.Parameterized):
     """What the sidebar shows besides the settings: errors per control, input size."""
     errors = param.Dict(default={})
@@ -58,6 +67,7 @@ class Controls(pn.viewable.Viewer):
         for name, (label, cls) in _NUMBERS.items():
             self.widgets[name] = cls.from_param(settings.param[name], label=label,
                                                 sizing_mode="stretch_width")
+            _label_beside_its_box(self.widgets[name])
         self.widgets["backtrack"] = pn.widgets.Checkbox.from_param(
             settings.param.backtrack, label="Step control: halve ρ when the ELBO falls",
             sizing_mode="stretch_width")

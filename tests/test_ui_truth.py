@@ -298,6 +298,38 @@ def test_surfaces_offer_the_model_s_axes_mark_theta_and_label_the_colour_bar():
     assert bars and bars[0].title == "log p(y) / n"
 
 
+def test_the_star_follows_the_sidebar_without_drawing_the_panels_again():
+    """A hyperparameter moved in the sidebar moves the ★ on every panel (to log10 of the
+    new value) and leaves the panels as drawn: redrawing them took over a second."""
+    import panel as pn
+    import xarray as xr
+    from bokeh.document import Document
+    from bokeh.models import GlyphRenderer, Scatter
+    from bnlab.ui.surfaces import SurfacesView
+    s = LabSettings(lengthscale=1.0, variance=1.0)
+    view = SurfacesView(s)
+    ls, var = np.geomspace(0.1, 10, 4), np.geomspace(0.1, 10, 3)
+    view.dataset = xr.Dataset(
+        {"log_marginal_per_n": (("scheme", "variance", "lengthscale"),
+                                np.random.default_rng(1).normal(size=(2, 3, 4)))},
+        coords={"scheme": ["vi", "ep"], "variance": var, "lengthscale": ls})
+    doc = Document()
+    doc.add_root(pn.Column(view.contours).get_root(doc))
+    view.draw()
+    drawn = view.contours.object
+
+    def stars():
+        return [(r.data_source.data["log10 lengthscale"].tolist(),
+                 r.data_source.data["log10 variance"].tolist())
+                for r in doc.select({"type": GlyphRenderer})
+                if isinstance(r.glyph, Scatter) and r.glyph.marker == "star"]
+    assert stars() == [([0.0], [0.0])] * 2
+    s.param.update(lengthscale=2.0, variance=0.5)
+    assert view.contours.object is drawn
+    np.testing.assert_allclose(np.array(stars(), float).reshape(2, 2),
+                               [np.log10([2.0, 0.5])] * 2)
+
+
 def test_energy_gap_view_shows_the_distance_to_the_latest_energy_on_a_log_axis():
     s = LabSettings(method="ep")
     live = LiveView(s, Status())
@@ -355,8 +387,9 @@ def test_surfaces_run_mcmc_at_the_chosen_schedule(monkeypatch):
 
 
 def _star(view):
-    """The ★ (the sidebar's θ) on the first surface panel, in log10 coordinates."""
-    panel = list(view.contours.object)[0]
+    """The ★ (the sidebar's θ) on the first surface panel, in log10 coordinates (the
+    panel is a DynamicMap of the view's θ: its frame for the θ last sent)."""
+    panel = list(view.contours.object)[0][()]
     return [el for el in panel if el.group == "Points"
             and el.opts.get().kwargs.get("marker") == "star"][0].array()[0]
 

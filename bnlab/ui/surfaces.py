@@ -54,6 +54,15 @@ def _log_coords(values):
     return np.log10(np.asarray(values, float))
 
 
+def star_points(current, ax0, ax1):
+    """The sidebar's θ (``current``, {axis: value}) as a white star on a panel with ``ax1``
+    across and ``ax0`` up, in log10 coordinates; no star when it lacks either axis."""
+    xy = ([(np.log10(current[ax1]), np.log10(current[ax0]))]
+          if current and ax0 in current and ax1 in current else [])
+    return hv.Points(xy, [f"log10 {ax1}", f"log10 {ax0}"]).opts(
+        color="white", line_color="black", marker="star", size=16)
+
+
 def _trajectory_overlay(trajectories, ax0, ax1):
     """Learning paths (log10 coordinates): a line, a hollow start and a filled end."""
     layers = []
@@ -127,7 +136,10 @@ def surface_plots(ds, variable="log_marginal_per_n", slice_index=None, levels=12
     """(contour layout with shared colour limits, slice overlay) from a surface Dataset
     with dims (scheme, axis0, axis1); ``trajectories`` ({label: Trajectory}, see
     ``trajectories.learn_trajectories``) are drawn on every panel, with a legend, and
-    ``current`` ({axis: value}, the sidebar's θ) as a white star."""
+    ``current``, the sidebar's θ, as a white star (``star_points``). ``current`` is
+    {axis: value}, or a ``holoviews.streams.Pipe`` of it: then each panel's star is a
+    ``DynamicMap`` of that pipe, and a new θ sent to it moves the stars alone, where
+    drawing the panels again took more than a second per slider move."""
     _, ax0, ax1 = ds[variable].dims
     zdim = hv.Dimension(variable, label=VARIABLE_LABELS.get(variable, variable))
     x, y = _log_coords(ds[ax1].values), _log_coords(ds[ax0].values)
@@ -164,9 +176,11 @@ def surface_plots(ds, variable="log_marginal_per_n", slice_index=None, levels=12
             layer = layer * ref
         for path in _trajectory_overlay(trajectories, ax0, ax1):
             layer = layer * path
-        if current and ax0 in current and ax1 in current:
-            layer = layer * hv.Points([(np.log10(current[ax1]), np.log10(current[ax0]))]).opts(
-                color="white", line_color="black", marker="star", size=16)
+        if isinstance(current, hv.streams.Pipe):
+            layer = layer * hv.DynamicMap(
+                lambda data, ax0=ax0, ax1=ax1: star_points(data, ax0, ax1), streams=[current])
+        elif current:
+            layer = layer * star_points(current, ax0, ax1)
         if trajectories:
             layer = layer.opts(show_legend=True, legend_position="bottom_right")
         panels.append(layer)
@@ -204,8 +218,9 @@ class SurfacesView(pn.viewable.Viewer):
         self.dataset = None
         self._cancel = threading.Event()
         self.made = ComputedWith(settings, ignore=("method",))
-        # the ★ follows the sidebar's hyperparameters
-        settings.param.watch(lambda *_: self.draw(), sorted(set(THETA_SETTINGS.values())))
+        # the ★ follows the sidebar's hyperparameters, through the panels' own pipe
+        self._theta = None
+        settings.param.watch(lambda *_: self._move_star(), sorted(set(THETA_SETTINGS.values())))
         self.message = markup.html_pane("", sizing_mode="stretch_width")
         choices = list(catalog.METHODS) + ["mcmc"]
         self.methods = pn.widgets.MultiChoice(label="Methods", options=choices,
@@ -350,11 +365,15 @@ class SurfacesView(pn.viewable.Viewer):
     def draw(self):
         if self.dataset is None:
             return
+        self._theta = hv.streams.Pipe(data=current_theta(self.settings))
         layout, sl = surface_plots(self.dataset, self.variable.value, self.slice.value,
-                                   trajectories=self.trajectories,
-                                   current=current_theta(self.settings))
+                                   trajectories=self.trajectories, current=self._theta)
         with pn.io.hold():
             self.contours.object, self.slice_pane.object = layout, sl
+
+    def _move_star(self):
+        if self._theta is not None:
+            self._theta.send(current_theta(self.settings))
 
     def _csv(self):
         return io.StringIO(self.dataset.to_dataframe().to_csv())

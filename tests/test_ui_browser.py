@@ -202,11 +202,24 @@ _SURFACE_PANEL_JS = """(title) => {
 }"""
 
 
+#: the x of the ★ on each surface panel (the sidebar's ℓ, log10)
+_STAR_X_JS = """() => {
+  const xs = [];
+  for (const view of Bokeh.index.all_views()) {
+    const glyph = view.model.glyph;
+    if (glyph && glyph.marker && glyph.marker.value === "star")
+      xs.push(...view.model.data_source.data["log10 lengthscale"]);
+  }
+  return xs;
+}"""
+
+
 def test_surface_panels_paint_their_colour_bar_beside_the_frame(lab_browser, lab_url, shots):
     """Each surface panel's colour bar is painted right of its frame. With the pages in
     one Column with the tour panel, the panels were painted with the colour bar where the
     y axis belongs and nothing right of the frame, while BokehJS's layout numbers were
-    right: only the pixels show it."""
+    right: only the pixels show it. Then a new ℓ in the sidebar moves the ★ of every
+    panel there."""
     import io
 
     import numpy as np
@@ -230,5 +243,13 @@ def test_surface_panels_paint_their_colour_bar_beside_the_frame(lab_browser, lab
     rgb = np.asarray(Image.open(io.BytesIO(page.screenshot(clip=strip))).convert("RGB"), int)
     coloured = int((rgb.max(-1) - rgb.min(-1) > 80).sum())   # viridis, not grey or white
     assert coloured > 500, (coloured, panel)
+    # the ★ follows the sidebar's ℓ on every panel (its sources change, not the panels)
+    page.locator(".ctl-lengthscale input").first.fill("2")
+    page.locator(".ctl-lengthscale input").first.press("Enter")
+    page.wait_for_function(f"""() => {{
+      const xs = ({_STAR_X_JS})();
+      return xs.length === 4 && xs.every(x => Math.abs(x - Math.log10(2)) < 1e-9);
+    }}""", timeout=30_000)
+    assert page.evaluate(_SURFACE_PANEL_JS, "laplace")["x"] == panel["x"]
     assert page.console_errors == []
     ctx.close()

@@ -54,13 +54,11 @@ def _log_coords(values):
     return np.log10(np.asarray(values, float))
 
 
-def star_points(current, ax0, ax1):
-    """The sidebar's θ (``current``, {axis: value}) as a white star on a panel with ``ax1``
-    across and ``ax0`` up, in log10 coordinates; no star when it lacks either axis."""
-    xy = ([(np.log10(current[ax1]), np.log10(current[ax0]))]
-          if current and ax0 in current and ax1 in current else [])
-    return hv.Points(xy, [f"log10 {ax1}", f"log10 {ax0}"]).opts(
-        color="white", line_color="black", marker="star", size=16)
+def star_xy(current, ax0, ax1) -> list:
+    """The sidebar's θ (``current``, {axis: value}) on a panel with ``ax1`` across and
+    ``ax0`` up, in log10 coordinates: one point, or none when it lacks either axis."""
+    return ([(float(np.log10(current[ax1])), float(np.log10(current[ax0])))]
+            if current and ax0 in current and ax1 in current else [])
 
 
 def _trajectory_overlay(trajectories, ax0, ax1):
@@ -132,14 +130,13 @@ def mcmc_note(ds, remedy: str = "") -> str:
 
 
 def surface_plots(ds, variable="log_marginal_per_n", slice_index=None, levels=12,
-                  trajectories=None, current=None):
+                  trajectories=None, current=None, star_hook=None):
     """(contour layout with shared colour limits, slice overlay) from a surface Dataset
     with dims (scheme, axis0, axis1); ``trajectories`` ({label: Trajectory}, see
     ``trajectories.learn_trajectories``) are drawn on every panel, with a legend, and
-    ``current``, the sidebar's θ, as a white star (``star_points``). ``current`` is
-    {axis: value}, or a ``holoviews.streams.Pipe`` of it: then each panel's star is a
-    ``DynamicMap`` of that pipe, and a new θ sent to it moves the stars alone, where
-    drawing the panels again took more than a second per slider move."""
+    ``current`` ({axis: value}, the sidebar's θ) as a white star; ``star_hook``, if
+    given, is each star's HoloViews hook (``SurfacesView`` keeps the stars' Bokeh data
+    sources with it, to move them alone when θ changes)."""
     _, ax0, ax1 = ds[variable].dims
     zdim = hv.Dimension(variable, label=VARIABLE_LABELS.get(variable, variable))
     x, y = _log_coords(ds[ax1].values), _log_coords(ds[ax0].values)
@@ -176,11 +173,11 @@ def surface_plots(ds, variable="log_marginal_per_n", slice_index=None, levels=12
             layer = layer * ref
         for path in _trajectory_overlay(trajectories, ax0, ax1):
             layer = layer * path
-        if isinstance(current, hv.streams.Pipe):
-            layer = layer * hv.DynamicMap(
-                lambda data, ax0=ax0, ax1=ax1: star_points(data, ax0, ax1), streams=[current])
-        elif current:
-            layer = layer * star_points(current, ax0, ax1)
+        if current:
+            layer = layer * hv.Points(star_xy(current, ax0, ax1),
+                                      [f"log10 {ax1}", f"log10 {ax0}"]).opts(
+                color="white", line_color="black", marker="star", size=16,
+                hooks=[star_hook] if star_hook else [])
         if trajectories:
             layer = layer.opts(show_legend=True, legend_position="bottom_right")
         panels.append(layer)
@@ -218,8 +215,10 @@ class SurfacesView(pn.viewable.Viewer):
         self.dataset = None
         self._cancel = threading.Event()
         self.made = ComputedWith(settings, ignore=("method",))
-        # the ★ follows the sidebar's hyperparameters, through the panels' own pipe
-        self._theta = None
+        # the ★ follows the sidebar's hyperparameters: its data sources on the page
+        # (one per panel and page render), moved alone; drawing the panels again took
+        # more than a second of the server's time per slider move (11 × 11, 4 methods)
+        self._stars = []
         settings.param.watch(lambda *_: self._move_star(), sorted(set(THETA_SETTINGS.values())))
         self.message = markup.html_pane("", sizing_mode="stretch_width")
         choices = list(catalog.METHODS) + ["mcmc"]
@@ -365,15 +364,31 @@ class SurfacesView(pn.viewable.Viewer):
     def draw(self):
         if self.dataset is None:
             return
-        self._theta = hv.streams.Pipe(data=current_theta(self.settings))
+        self._stars = []
         layout, sl = surface_plots(self.dataset, self.variable.value, self.slice.value,
-                                   trajectories=self.trajectories, current=self._theta)
+                                   trajectories=self.trajectories,
+                                   current=current_theta(self.settings),
+                                   star_hook=self._keep_star)
         with pn.io.hold():
             self.contours.object, self.slice_pane.object = layout, sl
 
+    def _keep_star(self, plot, element):
+        self._stars.append((plot.handles["source"], *(d.name for d in element.kdims)))
+
     def _move_star(self):
-        if self._theta is not None:
-            self._theta.send(current_theta(self.settings))
+        """The ★ of every panel to the sidebar's θ: its Bokeh source's data, changed on
+        the event loop under the document's lock (a setting's callback runs on a Panel
+        worker thread, and Panel does not route plain Bokeh changes itself)."""
+        theta, stars = current_theta(self.settings), list(self._stars)
+        if not stars:
+            return
+
+        def move():
+            with pn.io.hold():
+                for source, x, y in stars:     # columns "log10 <axis>"
+                    xy = star_xy(theta, y.removeprefix("log10 "), x.removeprefix("log10 "))
+                    source.data = {x: [p[0] for p in xy], y: [p[1] for p in xy]}
+        pn.state.execute(move, schedule="auto")
 
     def _csv(self):
         return io.StringIO(self.dataset.to_dataframe().to_csv())

@@ -231,9 +231,27 @@ def serve_resources_locally():
     """Every script and stylesheet of the page (Bokeh's, Panel's, the template's) comes
     from this server, whatever the environment asks (``BOKEH_RESOURCES=cdn`` sends the
     page to cdn.bokeh.org and cdn.holoviz.org): a classroom may have no internet, or
-    forbid it, and the page must be complete from the lab server alone."""
+    forbid it, and the page must be complete from the lab server alone.
+
+    Panel also re-resolves a stylesheet's address each time a pane updates one of its
+    Bokeh models, and for a model outside any document (a page of a dynamic ``Tabs``
+    that is not shown: the Live page's status while the Surfaces page is open) it falls
+    back to the CDN and rewrites the sheet, which all of the session's components
+    share: every one of them then asked cdn.holoviz.org for Panel's loading.css. Here a
+    stylesheet is never moved to the CDN (Panel 1.9's ``patch_stylesheet``)."""
     from bokeh.settings import settings
+    from panel import reactive
+    from panel.io import resources
     settings.resources = "server"
+    if getattr(resources.patch_stylesheet, "keeps_local", False):
+        return
+    to_dist = resources.patch_stylesheet
+
+    def patch_stylesheet(stylesheet, dist_url):
+        if dist_url != resources.CDN_DIST:
+            to_dist(stylesheet, dist_url)
+    patch_stylesheet.keeps_local = True
+    resources.patch_stylesheet = reactive.patch_stylesheet = patch_stylesheet
 
 
 def send_mathjax_only_for_tex():

@@ -251,5 +251,15 @@ def test_surface_panels_paint_their_colour_bar_beside_the_frame(lab_browser, lab
       return xs.length === 4 && xs.every(x => Math.abs(x - Math.log10(2)) < 1e-9);
     }}""", timeout=30_000)
     assert page.evaluate(_SURFACE_PANEL_JS, "laplace")["x"] == panel["x"]
+    # changed while the page is hidden, and the page drawn again: the ★ is at the new ℓ
+    page.locator(".bk-tab", has_text="Live").first.click()
+    page.locator(".ctl-lengthscale input").first.fill("3")
+    page.locator(".ctl-lengthscale input").first.press("Enter")
+    page.wait_for_timeout(1500)
+    page.locator(".bk-tab", has_text="Surfaces").first.click()
+    page.wait_for_function(f"""() => {{
+      const xs = ({_STAR_X_JS})();
+      return xs.length === 4 && xs.every(x => Math.abs(x - Math.log10(3)) < 1e-9);
+    }}""", timeout=30_000)
     assert page.console_errors == []
     ctx.close()

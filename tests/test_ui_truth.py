@@ -319,16 +319,22 @@ def test_the_star_follows_the_sidebar_without_drawing_the_panels_again():
     view.draw()
     drawn = view.contours.object
 
-    def stars():
+    def stars(doc):
         return [(np.asarray(r.data_source.data["log10 lengthscale"], float).tolist(),
                  np.asarray(r.data_source.data["log10 variance"], float).tolist())
                 for r in doc.select({"type": GlyphRenderer})
                 if isinstance(r.glyph, Scatter) and r.glyph.marker == "star"]
-    assert stars() == [([0.0], [0.0])] * 2
+    assert stars(doc) == [([0.0], [0.0])] * 2
     s.param.update(lengthscale=2.0, variance=0.5)
     assert view.contours.object is drawn
-    np.testing.assert_allclose(np.array(stars(), float).reshape(2, 2),
+    np.testing.assert_allclose(np.array(stars(doc), float).reshape(2, 2),
                                [np.log10([2.0, 0.5])] * 2)
+    # drawn again later (the Surfaces page shown again after θ moved): at the new θ
+    s.lengthscale = 4.0
+    again = Document()
+    again.add_root(pn.Column(view.contours).get_root(again))
+    np.testing.assert_allclose(np.array(stars(again), float).reshape(2, 2),
+                               [np.log10([4.0, 0.5])] * 2)
 
 
 def test_energy_gap_view_shows_the_distance_to_the_latest_energy_on_a_log_axis():

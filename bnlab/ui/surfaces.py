@@ -372,22 +372,33 @@ class SurfacesView(pn.viewable.Viewer):
         with pn.io.hold():
             self.contours.object, self.slice_pane.object = layout, sl
 
+    def _star_data(self, x: str, y: str) -> dict:
+        """The ★'s source data (columns ``x``, ``y``: "log10 <axis>") at the sidebar's θ."""
+        xy = star_xy(current_theta(self.settings), y.removeprefix("log10 "),
+                     x.removeprefix("log10 "))
+        return {x: [p[0] for p in xy], y: [p[1] for p in xy]}
+
     def _keep_star(self, plot, element):
-        self._stars.append((plot.handles["source"], *(d.name for d in element.kdims)))
+        """A panel's ★ as drawn on a page: at the θ of now (the page may be drawn again
+        after θ changed, when the Surfaces page is shown again), and kept to move."""
+        source, x, y = plot.handles["source"], *(d.name for d in element.kdims)
+        source.data = self._star_data(x, y)
+        self._stars.append((source, x, y))
 
     def _move_star(self):
         """The ★ of every panel to the sidebar's θ: its Bokeh source's data, changed on
         the event loop under the document's lock (a setting's callback runs on a Panel
         worker thread, and Panel does not route plain Bokeh changes itself)."""
-        theta, stars = current_theta(self.settings), list(self._stars)
-        if not stars:
+        # every panel drawn since the surface was: a hidden page's too (its models are
+        # out of the document until it is shown again, and come back as they were)
+        data = [(source, self._star_data(x, y)) for source, x, y in self._stars]
+        if not data:
             return
 
         def move():
             with pn.io.hold():
-                for source, x, y in stars:     # columns "log10 <axis>"
-                    xy = star_xy(theta, y.removeprefix("log10 "), x.removeprefix("log10 "))
-                    source.data = {x: [p[0] for p in xy], y: [p[1] for p in xy]}
+                for source, new in data:
+                    source.data = new
         pn.state.execute(move, schedule="auto")
 
     def _csv(self):

@@ -6,6 +6,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from test_ui_browser import _tab
+
 pytestmark = pytest.mark.ui
 
 
@@ -41,7 +43,7 @@ def test_page_requests_stay_on_the_server_origin(lab_browser, lab_url):
     page.wait_for_selector(".bn-status b", timeout=90_000)
     page.get_by_role("button", name="Step", exact=True).click()
     for tab in ("Compare", "Surfaces", "About"):
-        page.locator(".bk-tab", has_text=tab).first.click()
+        _tab(page, tab)
         page.wait_for_load_state("networkidle")
     # a setting changed while the Live page is not shown rebuilds its run, and its panes
     # update models that are out of the page (the tabs are dynamic): Panel then moved
@@ -49,7 +51,7 @@ def test_page_requests_stay_on_the_server_origin(lab_browser, lab_url):
     page.locator(".ctl-lengthscale input").first.fill("2")
     page.locator(".ctl-lengthscale input").first.press("Enter")
     page.wait_for_timeout(3000)
-    page.locator(".bk-tab", has_text="Live").first.click()
+    _tab(page, "Live")
     page.wait_for_load_state("networkidle")
     page.locator(".ctl-dataset select").select_option(label="My CSV file (upload)")
     page.wait_for_selector("input[type=file]", state="attached", timeout=30_000)

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from test_ui_browser import LOAD_TIMEOUT, _bold, _choose, _open, _wait_method
+from test_ui_browser import LOAD_TIMEOUT, _bold, _choose, _open, _tab, _wait_method
 
 pytestmark = pytest.mark.ui
 
@@ -24,10 +24,6 @@ def _wait_stopped(page, timeout_s):
             return
         page.wait_for_timeout(1000)
     raise AssertionError(f"the run has not stopped: {_text(page, '.bn-status')}")
-
-
-def _tab(page, name):
-    page.locator(".bk-tab", has_text=name).first.click()
 
 
 def test_a_run_of_vi_qn_stops_and_says_why(lab_browser, lab_url, shots):

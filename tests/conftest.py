@@ -51,19 +51,41 @@ _SERVE_DUMPABLE = ("import faulthandler, signal, sys; "
                    "from panel.command import main; sys.argv[0] = 'panel'; main()")
 
 
+#: each browser module's server and its log: {module name: (process, log path)}
+_SERVERS = {}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """When a test of a module with a lab server fails, that server writes every
+    thread's Python stack to its log at once, after a line naming the test: what the
+    server was doing while the page waited (a page that never showed its content)."""
+    report = (yield).get_result()
+    server = _SERVERS.get(item.module.__name__)
+    if report.when == "call" and report.failed and server and server[0].poll() is None:
+        proc, log_path = server
+        with open(log_path, "a") as log:
+            log.write(f"=== {item.name} failed at {time.strftime('%H:%M:%S')}; "
+                      f"the server's threads:\n")
+        proc.send_signal(signal.SIGUSR1)
+        time.sleep(1)
+
+
 @pytest.fixture(scope="module")
 def lab_url(request):
     """URL of a fresh ``panel serve apps/lab.py`` (stopped after the module), its log in
-    test-output/lab-server-<module>.log; if a test of the module failed, the server's
-    thread stacks are written there before it stops (a page that never showed its
-    content leaves a trace of what the server was doing)."""
+    test-output/lab-server-<module>.log (with the server's thread stacks when a test
+    failed: ``pytest_runtest_makereport``)."""
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"browser tests need Debian's chromium at {CHROMIUM}")
     port = _free_port()
     name = request.module.__name__.rsplit(".", 1)[-1]
-    log = open(ROOT / "test-output" / f"lab-server-{name}.log", "w") \
-        if (ROOT / "test-output").is_dir() else subprocess.DEVNULL
-    failed_before = request.session.testsfailed
+    log_path = ROOT / "test-output" / f"lab-server-{name}.log"
+    if log_path.parent.is_dir():      # appended to by the server and by the hook above
+        log_path.write_text("")
+        log = open(log_path, "a")
+    else:
+        log = subprocess.DEVNULL
     proc = subprocess.Popen([sys.executable, "-c", _SERVE_DUMPABLE, "serve",
                              str(ROOT / "apps" / "lab.py"),
                              "--port", str(port), "--num-threads", "4", "--liveness",
@@ -82,10 +104,10 @@ def lab_url(request):
     else:
         proc.terminate()
         pytest.fail("panel serve did not answer within 90 s")
+    if log is not subprocess.DEVNULL:
+        _SERVERS[request.module.__name__] = (proc, log_path)
     yield url
-    if request.session.testsfailed > failed_before and proc.poll() is None:
-        proc.send_signal(signal.SIGUSR1)
-        time.sleep(1)
+    _SERVERS.pop(request.module.__name__, None)
     proc.terminate()
     try:
         proc.wait(10)

@@ -113,6 +113,38 @@ def test_an_editable_sliders_label_sits_beside_its_number_box(lab_browser, lab_u
     ctx.close()
 
 
+def test_a_dragged_slider_sets_its_value_once_when_released(lab_browser, lab_url):
+    """Dragging ℓ's slider across thirty positions sets ℓ once, at the release (the
+    address, written at each setting change, names a single new ℓ: the box's); before,
+    each position rebuilt the run and redrew the page."""
+    ctx, page = _open(lab_browser, lab_url)
+    page.evaluate("""() => {
+      window.bnLengthscales = [];
+      for (const name of ["replaceState", "pushState"]) {
+        const original = history[name].bind(history);
+        history[name] = (state, title, url) => {
+          const value = new URL(url, location.href).searchParams.get("lengthscale");
+          if (value !== null) window.bnLengthscales.push(value);
+          return original(state, title, url);
+        };
+      }
+    }""")
+    handle = page.locator(".ctl-lengthscale .noUi-handle").first.bounding_box()
+    x, y = handle["x"] + handle["width"] / 2, handle["y"] + handle["height"] / 2
+    page.mouse.move(x, y)
+    page.mouse.down()
+    for step in range(1, 31):
+        page.mouse.move(x + 5 * step, y)
+        page.wait_for_timeout(30)
+    page.mouse.up()
+    box = page.locator(".ctl-lengthscale input").first
+    page.wait_for_function("() => window.bnLengthscales.length > 0", timeout=30_000)
+    page.wait_for_timeout(2000)                        # any later write would be in by now
+    written = page.evaluate("window.bnLengthscales")
+    assert len(set(written)) == 1 and float(written[0]) == float(box.input_value()) > 1
+    ctx.close()
+
+
 def test_run_ep_grows_energy_trace_and_url_records_it(lab_browser, lab_url, shots):
     ctx, page = _open(lab_browser, lab_url)
     _choose(page, "method", "ep — expectation propagation (Power EP with α = 1)")

@@ -65,8 +65,12 @@ class Controls(pn.viewable.Viewer):
             self.widgets[name] = pn.widgets.Select.from_param(
                 settings.param[name], label=label, options=opts, sizing_mode="stretch_width")
         for name, (label, cls) in _NUMBERS.items():
+            # a slider sets its setting when released: dragging one sent every value it
+            # passed, each rebuilding the run and redrawing the page (a 30-step drag
+            # under load: 3 minutes of catching up)
+            slider = issubclass(cls, (pn.widgets.EditableFloatSlider, pn.widgets.IntSlider))
             self.widgets[name] = cls.from_param(settings.param[name], label=label,
-                                                sizing_mode="stretch_width")
+                                                sizing_mode="stretch_width", throttled=slider)
             _label_beside_its_box(self.widgets[name])
         self.widgets["backtrack"] = pn.widgets.Checkbox.from_param(
             settings.param.backtrack, label="Step control: halve ρ when the ELBO falls",

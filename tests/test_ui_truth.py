@@ -337,6 +337,26 @@ def test_the_star_follows_the_sidebar_without_drawing_the_panels_again():
                                [np.log10([4.0, 0.5])] * 2)
 
 
+def test_a_new_slice_row_draws_the_slice_alone():
+    """The slice row's slider redraws the slice plot, at that row of every method, and
+    leaves the contour panels as drawn (redrawing them took over a second per row)."""
+    import xarray as xr
+    from bnlab.ui.surfaces import SurfacesView
+    view = SurfacesView(LabSettings())
+    data = np.random.default_rng(2).normal(size=(2, 3, 4))
+    view.dataset = xr.Dataset(
+        {"log_marginal_per_n": (("scheme", "variance", "lengthscale"), data)},
+        coords={"scheme": ["vi", "ep"], "variance": np.geomspace(0.1, 10, 3),
+                "lengthscale": np.geomspace(0.1, 10, 4)})
+    view.draw()
+    drawn = view.contours.object
+    view.slice.param.update(end=2, value=2)
+    assert view.contours.object is drawn
+    for k, curve in enumerate(view.slice_pane.object):
+        np.testing.assert_allclose(curve.dimension_values(1), data[k, 2])
+    assert "variance = 10" in view.slice_pane.object.opts.get().kwargs["title"]
+
+
 def test_energy_gap_view_shows_the_distance_to_the_latest_energy_on_a_log_axis():
     s = LabSettings(method="ep")
     live = LiveView(s, Status())

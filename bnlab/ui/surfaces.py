@@ -184,13 +184,21 @@ def surface_plots(ds, variable="log_marginal_per_n", slice_index=None, levels=12
     # two per row: three panels of 340 px and the toolbar overflow the page's main
     # area on a 1366-px screen, and the third panel's colour bar was cut off
     layout = hv.Layout(panels).cols(2)
-    j = len(y) // 2 if slice_index is None else min(max(int(slice_index), 0), len(y) - 1)
-    curves = [hv.Curve((x, vals[k][j]), f"log10 {ax1}", zdim, label=m)
-              for k, m in enumerate(methods)]
-    slice_plot = hv.Overlay(curves).opts(
+    return layout, slice_plot(ds, variable, slice_index)
+
+
+def slice_plot(ds, variable="log_marginal_per_n", slice_index=None):
+    """Every method's ``variable`` along row ``slice_index`` of the grid (the middle row
+    if None), against log10 of the column axis."""
+    _, ax0, ax1 = ds[variable].dims
+    zdim = hv.Dimension(variable, label=VARIABLE_LABELS.get(variable, variable))
+    x, rows = _log_coords(ds[ax1].values), ds.sizes[ax0]
+    j = rows // 2 if slice_index is None else min(max(int(slice_index), 0), rows - 1)
+    curves = [hv.Curve((x, ds[variable].values[k][j]), f"log10 {ax1}", zdim, label=str(m))
+              for k, m in enumerate(ds["scheme"].values)]
+    return hv.Overlay(curves).opts(
         title=f"slice at {ax0} = {ds[ax0].values[j]:.3g}", responsive=True, min_height=260,
         legend_position="right")
-    return layout, slice_plot
 
 
 #: the MCMC schedules offered (AIS temperatures per grid point): those of the live
@@ -243,7 +251,7 @@ class SurfacesView(pn.viewable.Viewer):
         self.slice = pn.widgets.IntSlider(label="Slice row", start=0, end=self.points - 1,
                                           value=self.points // 2, width=300)
         self.variable.param.watch(lambda e: self.draw(), "value")
-        self.slice.param.watch(lambda e: self.draw(), "value")
+        self.slice.param.watch(lambda e: self._draw_slice(), "value")   # the slice alone
         self.contours = pn.pane.HoloViews(None, sizing_mode="stretch_width")
         self.slice_pane = pn.pane.HoloViews(None, sizing_mode="stretch_width")
         self.downloads = pn.Row(
@@ -371,6 +379,11 @@ class SurfacesView(pn.viewable.Viewer):
                                    star_hook=self._keep_star)
         with pn.io.hold():
             self.contours.object, self.slice_pane.object = layout, sl
+
+    def _draw_slice(self):
+        if self.dataset is not None:
+            self.slice_pane.object = slice_plot(self.dataset, self.variable.value,
+                                                self.slice.value)
 
     def _star_data(self, x: str, y: str) -> dict:
         """The ★'s source data (columns ``x``, ``y``: "log10 <axis>") at the sidebar's θ."""

@@ -40,6 +40,29 @@ def test_vi_qn_run_stops_at_vi_optimum_and_says_why():
     assert ("converged" in text or "stalled" in text) and "running" not in text
 
 
+def test_an_engine_failure_while_building_is_shown_and_the_next_change_recovers(monkeypatch):
+    """An exception the settings did not cause (once, under load, CPython's
+    "SystemError: … bad argument to internal function" from JAX's tracing) left the page
+    without a status line and without a run, silently; it is now named in the status
+    and the run is off, and the next setting change builds again."""
+    from bnlab.ui import live as live_module
+    s = LabSettings()
+    live = LiveView(s, Status())
+    assert live.rebuild()
+
+    def failing(problem, settings):
+        raise SystemError("Objects/tupleobject.c:927: bad argument to internal function")
+    monkeypatch.setattr(live_module, "make_runner", failing)
+    s.lengthscale = 2.0
+    assert live.runner is None and live.run_button.disabled
+    text = live.status_pane.object
+    assert "could not be built" in text and "SystemError" in text and "bn-error" in text
+    monkeypatch.undo()
+    s.lengthscale = 1.5
+    assert live.runner is not None and not live.run_button.disabled
+    assert "Method <b>vi</b>" in live.status_pane.object
+
+
 def test_iteration_cap_stops_the_run_and_nothing_is_pushed_after():
     s = LabSettings(method="ep", rho=0.05, max_iters=7)
     live = LiveView(s, Status())

@@ -2,6 +2,7 @@
 the predictive, the energy trace, the PSD strip, the sites and a two-point ellipse."""
 from __future__ import annotations
 
+import logging
 import threading
 
 import panel as pn
@@ -14,6 +15,8 @@ from .mcmc_ref import MCMCReference
 from .problem import SettingError, build_problem
 from .runner import STOP_REASONS, Runner, make_runner
 from .settings import URL_PARAMS, LabSettings
+
+log = logging.getLogger(__name__)
 
 #: settings that define the run (changing them restarts it); speed paces it and the
 #: cap bounds it, neither changes the iteration
@@ -158,6 +161,11 @@ class LiveView(pn.viewable.Viewer):
                 errors[exc.control] = str(exc)
             except (ValueError, TypeError) as exc:
                 errors["method"] = str(exc)
+            except Exception as exc:         # the engine failed, not the settings: say so
+                log.exception("bnlab: building the run failed")
+                errors["method"] = (f"The run could not be built ({type(exc).__name__}: "
+                                    f"{exc}). Change a setting or reload the page to try "
+                                    f"again; the server's log has the details.")
             if errors:
                 with self._lock:
                     self.problem = self.runner = None

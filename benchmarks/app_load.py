@@ -10,7 +10,7 @@ every round each page waits for its first plot (the posterior band drawn, the st
 line filled), presses Run (even sessions) or Step 1, 2 or 3 times (odd ones) and waits
 for the first update; then every page is closed and the server must release every
 session. It prints, per round, the first-plot and first-update times, the server's
-resident memory (RSS) and its count of Python objects once the sessions are gone, the
+resident memory (RSS) and its count of Python memory blocks once the sessions are gone, the
 pages that raised a JavaScript error, and the server-side exceptions found in its log.
 With ``--trace-python-memory`` the server runs under ``tracemalloc`` (slower, and more
 resident memory for the tracing itself) and each round also reports the memory Python's
@@ -151,11 +151,11 @@ class Server:
         counts = re.findall(r"labs in memory, this one included: (\d+)", self.log())
         return int(counts[-1]) if counts else -1
 
-    def python_objects(self) -> int:
-        """Objects tracked by Python's collector, those it has frozen included, when the
+    def python_blocks(self) -> int:
+        """Memory blocks Python had allocated (``sys.getallocatedblocks``) when the
         server last released a session (after a collection): what a leak of whole
         sessions makes grow, whatever malloc does with the freed memory."""
-        counts = re.findall(r"Python objects: (\d+)", self.log())
+        counts = re.findall(r"Python memory blocks: (\d+)", self.log())
         return int(counts[-1]) if counts else -1
 
     def python_heap_mb(self) -> float:
@@ -198,7 +198,7 @@ class Round:
     rss_open_mb: float = float("nan")     # all pages open and updated
     rss_closed_mb: float = float("nan")   # every session released
     labs_alive: int = -1                  # Lab objects in memory at the last release
-    python_objects: int = -1              # objects tracked by gc at the last release
+    python_blocks: int = -1               # Python's allocated blocks at the last release
     python_heap_mb: float = float("nan")  # held by Python objects then (tracemalloc only)
     one_by_one: bool = False              # visitors arrived one after another
     sessions_built: int = 0               # server sessions (> pages if some were discarded)
@@ -213,7 +213,7 @@ class Round:
                 f" (max {max(plot):6.2f}) · first update median {statistics.median(upd):5.2f} s"
                 f" (max {max(upd):5.2f}) · RSS open {self.rss_open_mb:6.0f} MB,"
                 f" closed {self.rss_closed_mb:6.0f} MB · labs in memory {self.labs_alive}"
-                f" · Python objects {self.python_objects}{heap}"
+                f" · Python blocks {self.python_blocks}{heap}"
                 f" · server sessions {self.sessions_built}"
                 f" · pages with JavaScript errors {sum(bool(s.page_errors) for s in self.sessions)}")
 
@@ -283,7 +283,7 @@ def one_round(browser, server: Server, n: int, released_before: int,
     time.sleep(1.0)
     rnd.rss_closed_mb = server.rss_mb()
     rnd.labs_alive = server.labs_alive()
-    rnd.python_objects = server.python_objects()
+    rnd.python_blocks = server.python_blocks()
     rnd.python_heap_mb = server.python_heap_mb()
     rnd.sessions_built = server.sessions_built() - built_before
     return rnd

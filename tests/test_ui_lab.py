@@ -36,6 +36,39 @@ def test_close_releases_the_session_run():
     assert lab.live.runner is None
 
 
+def test_closing_a_session_leaves_other_threads_building_tuples_alone():
+    """Another session's thread keeps building tuples (JAX's tracing does, all the time)
+    while sessions close. The close log used to count ``len(gc.get_objects())``, whose
+    list holds a tuple still being built by ``tuple(generator)``; CPython then raised
+    "SystemError: … tupleobject.c: bad argument to internal function" in the builder
+    (under load, a page's first run failed so, and the page stayed blank). The thread
+    switch interval is made tiny so that any such window is hit."""
+    import sys
+    import threading
+    stop, errors, built = threading.Event(), [], [0]
+
+    def build():
+        while not stop.is_set():
+            try:
+                tuple(x for x in range(200))
+                built[0] += 1
+            except SystemError as exc:
+                errors.append(str(exc))
+    interval = sys.getswitchinterval()
+    labs = [bnlab.ui.Lab() for _ in range(4)]
+    worker = threading.Thread(target=build, daemon=True)
+    sys.setswitchinterval(1e-6)
+    try:
+        worker.start()
+        for lab in labs:
+            lab.close(None)
+    finally:
+        stop.set()
+        worker.join(10)
+        sys.setswitchinterval(interval)
+    assert built[0] > 0 and errors == []
+
+
 def test_the_server_freezes_its_lasting_objects_only_when_no_session_is_open(monkeypatch):
     """A frozen cycle is never collected, so the server's ``gc.freeze`` waits until every
     lab has been closed; a session opened after it is still collected whole."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import gc
 import logging
+import sys
 import tracemalloc
 import weakref
 from pathlib import Path
@@ -192,12 +193,16 @@ class Lab(pn.viewable.Viewer):
         _forget_js_links([*self.controls.rows.values(), self.tour.layout, self.tabs])
         _return_freed_memory()
         # with ``PYTHONTRACEMALLOC`` set, also the memory Python's objects still hold:
-        # what separates a leak from memory the allocators have freed but kept
+        # what separates a leak from memory the allocators have freed but kept. Not
+        # ``len(gc.get_objects())``: its list holds, for a moment, a reference to a tuple
+        # another thread is still building, and that thread's tuple(...) then fails
+        # ("SystemError: … tupleobject.c: bad argument to internal function"): under
+        # load, JAX's tracing of a page's first run failed so, and the page stayed blank
         traced = (f"; Python heap: {tracemalloc.get_traced_memory()[0] / 2**20:.1f} MB"
                   if tracemalloc.is_tracing() else "")
         log.info("bnlab session closed: %s (labs in memory, this one included: %d; "
-                 "Python objects: %d%s)", getattr(session_context, "id", "-"), len(Lab._alive),
-                 len(gc.get_objects()) + gc.get_freeze_count(), traced)
+                 "Python memory blocks: %d%s)", getattr(session_context, "id", "-"),
+                 len(Lab._alive), sys.getallocatedblocks(), traced)
 
     def template(self):
         css = (ASSETS / "lab.css").read_text() if (ASSETS / "lab.css").exists() else ""

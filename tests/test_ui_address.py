@@ -80,3 +80,16 @@ def test_nothing_is_written_once_the_page_is_gone():
     doc.session_context = None       # Bokeh's Document.destroy
     lab.settings.lengthscale = 2.0   # a tour step finishing after the tab closed
     assert doc.pending == [] and lab.address.location.search == "?tour=alpha"
+
+
+def test_a_sliders_arithmetic_is_written_as_its_box_shows_it():
+    """6.35 + 0.3, as a slider's arithmetic gives it, is 6.6499999999999995 in floating
+    point; the address says 6.65, and the link reads back within the last bits."""
+    from bnlab.ui.address import settings_query
+    from bnlab.ui.settings import LabSettings
+    value = 6.35 + 0.3
+    assert value != 6.65
+    query = dict(settings_query(LabSettings(lengthscale=value, rho=0.1 + 0.2)))
+    assert query["lengthscale"] == "6.65" and query["rho"] == "0.3"
+    good, errors = parse_link("&".join(f"{k}={v}" for k, v in query.items()))
+    assert errors == {} and abs(good["lengthscale"] - value) < 1e-12 * value

@@ -22,9 +22,14 @@ from .settings import URL_PARAMS, LabSettings
 
 def settings_query(settings: LabSettings) -> list[tuple[str, str]]:
     """The settings' part of the address (``url_state``), each value as its parameter
-    serialises it (JSON for numbers and booleans: ``alpha=0.25``, ``backtrack=true``)."""
+    serialises it (JSON for numbers and booleans: ``alpha=0.25``, ``backtrack=true``),
+    a number to 12 significant digits: a slider's steps come out of its arithmetic as
+    6.649999999999999 where its box shows 6.65, and a shared link should read as the
+    box does (the run it opens differs by the last bit of ℓ, far below any tolerance)."""
     pairs = []
     for name, value in settings.url_state().items():
+        if isinstance(value, float):
+            value = float(f"{value:.12g}")
         text = settings.param[name].serialize(value)
         pairs.append((name, text if isinstance(text, str) else json.dumps(text)))
     return pairs

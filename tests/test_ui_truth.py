@@ -360,6 +360,25 @@ def test_the_star_follows_the_sidebar_without_drawing_the_panels_again():
                                [np.log10([4.0, 0.5])] * 2)
 
 
+def test_the_alpha_explorers_energy_has_its_own_scale_beside_the_pairs_trace():
+    """Both plots show "energy": Panel linked their axes, and the converged energies of
+    the α sweep (spread over a few hundredths here) were drawn on the pair's
+    energy-per-iteration scale (≈ 20 wide), as a flat line."""
+    import panel as pn
+    from bokeh.document import Document
+    from bokeh.models import Plot
+    view = compare.CompareView(LabSettings())
+    doc = Document()
+    doc.add_root(pn.panel(view).get_root(doc))
+    view.run_pair()
+    view.run_sweep()
+    figs = {f.title.text: f for f in doc.select({"type": Plot}) if f.title is not None}
+    alpha, trace = figs["Converged energy against α"], figs["Energy per iteration"]
+    span = lambda r: r.end - r.start                      # noqa: E731
+    assert alpha.y_range is not trace.y_range
+    assert span(alpha.y_range) < span(trace.y_range) / 10
+
+
 def test_a_new_slice_row_draws_the_slice_alone():
     """The slice row's slider redraws the slice plot, at that row of every method, and
     leaves the contour panels as drawn (redrawing them took over a second per row)."""

@@ -243,11 +243,13 @@ class CompareView(pn.viewable.Viewer):
         run.on_click(lambda e: self.run_pair())
         sweep = pn.widgets.Button(label="Sweep α from 0 to 1", color="primary", width=180)
         sweep.on_click(lambda e: self.run_sweep())
-        self.pair_pane = pn.pane.HoloViews(None, sizing_mode="stretch_width")
-        self.pair_trace = pn.pane.HoloViews(None, sizing_mode="stretch_width")
-        self.alpha_energy = pn.pane.HoloViews(None, sizing_mode="stretch_width")
-        self.alpha_band = pn.pane.HoloViews(None, sizing_mode="stretch_width")
-        self.alpha_point = pn.pane.HoloViews(None, sizing_mode="stretch_width")
+        # each plot keeps its own ranges: Panel links the axes of panes that share a
+        # dimension, and the α explorer's energy (a few tenths across α) was drawn on
+        # the pair's energy-per-iteration scale (tens), a flat line
+        plot = lambda: pn.pane.HoloViews(None, sizing_mode="stretch_width",  # noqa: E731
+                                         linked_axes=False)
+        self.pair_pane, self.pair_trace = plot(), plot()
+        self.alpha_energy, self.alpha_band, self.alpha_point = plot(), plot(), plot()
         self.point_input = pn.widgets.IntInput(label="Point i (per-point picture)", value=0,
                                                start=0, width=180)
         self.point_input.param.watch(lambda e: self._draw_sweep(), "value")

@@ -73,7 +73,8 @@ def pytest_runtest_makereport(item, call):
 
 @pytest.fixture(scope="module")
 def lab_url(request):
-    """URL of a fresh ``panel serve apps/lab.py`` (stopped after the module), its log in
+    """URL of a fresh ``panel serve apps/lab.py`` (stopped after the module, with the
+    module's ``LAB_SERVER_ARGS`` if it has them), its log in
     test-output/lab-server-<module>.log (with the server's thread stacks when a test
     failed: ``pytest_runtest_makereport``)."""
     if not os.path.exists(CHROMIUM):
@@ -89,7 +90,8 @@ def lab_url(request):
     proc = subprocess.Popen([sys.executable, "-c", _SERVE_DUMPABLE, "serve",
                              str(ROOT / "apps" / "lab.py"),
                              "--port", str(port), "--num-threads", "4", "--liveness",
-                             "--allow-websocket-origin", f"localhost:{port}"],
+                             "--allow-websocket-origin", f"localhost:{port}",
+                             *getattr(request.module, "LAB_SERVER_ARGS", ())],
                             cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://localhost:{port}/lab"
     deadline = time.time() + 90

@@ -10,6 +10,10 @@ from test_ui_browser import _tab
 
 pytestmark = pytest.mark.ui
 
+#: a page that has not connected 5 s after its HTML loses its session, which Bokeh
+#: builds again when the page connects (by default after 30 s: a slow classroom machine)
+LAB_SERVER_ARGS = ("--unused-session-lifetime", "5000", "--check-unused-sessions", "1000")
+
 
 @pytest.fixture(scope="module")
 def cdn_environment():
@@ -60,6 +64,26 @@ def test_page_requests_stay_on_the_server_origin(lab_browser, lab_url):
     assert len(requests) > 10 and sockets                 # the page and its scripts loaded
     assert foreign(requests + sockets) == []
     assert [u for u in requests if "mathjax" in u.lower()] == []   # 1.8 MB the lab needs not
+
+
+def test_a_page_that_connects_late_gets_its_styles_from_the_server(lab_browser, lab_url):
+    """Its session, discarded and built again when the page connected, had every
+    stylesheet on cdn.holoviz.org (the document of a session built in the WebSocket's
+    handler has no address of its own for them): offline, an unstyled page."""
+    import time
+    origin = urlsplit(lab_url)
+    ctx = lab_browser.new_context(viewport={"width": 1500, "height": 1300})
+    page = ctx.new_page()
+    requests = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.route("**/bokeh.min.js*", lambda route: (time.sleep(8), route.continue_()))
+    page.goto(lab_url, timeout=90_000)
+    page.wait_for_selector(".bn-status b", timeout=90_000)
+    page.wait_for_load_state("networkidle")
+    ctx.close()
+    foreign = [u for u in requests if urlsplit(u).scheme not in ("data", "blob") and
+               (urlsplit(u).hostname, urlsplit(u).port) != (origin.hostname, origin.port)]
+    assert len(requests) > 10 and foreign == []
 
 
 def test_the_lab_shows_no_emoji_a_classroom_machine_may_have_no_font_for():

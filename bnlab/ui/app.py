@@ -242,8 +242,11 @@ def serve_resources_locally():
     Bokeh models, and for a model outside any document (a page of a dynamic ``Tabs``
     that is not shown: the Live page's status while the Surfaces page is open) it falls
     back to the CDN and rewrites the sheet, which all of the session's components
-    share: every one of them then asked cdn.holoviz.org for Panel's loading.css. Here a
-    stylesheet is never moved to the CDN (Panel 1.9's ``patch_stylesheet``)."""
+    share: every one of them then asked cdn.holoviz.org for Panel's loading.css. A
+    session that Bokeh discarded (its page took more than 30 s to connect) and built
+    again when the page connected had every stylesheet on the CDN, for the same reason.
+    Here a stylesheet whose document's address is unknown goes to this server's own
+    (Panel 1.9's ``patch_stylesheet``)."""
     from bokeh.settings import settings
     from panel import reactive
     from panel.io import resources
@@ -253,8 +256,9 @@ def serve_resources_locally():
     to_dist = resources.patch_stylesheet
 
     def patch_stylesheet(stylesheet, dist_url):
-        if dist_url != resources.CDN_DIST:
-            to_dist(stylesheet, dist_url)
+        if dist_url == resources.CDN_DIST:
+            dist_url = resources.get_dist_path(cdn=False)
+        to_dist(stylesheet, dist_url)
     patch_stylesheet.keeps_local = True
     resources.patch_stylesheet = reactive.patch_stylesheet = patch_stylesheet
 

@@ -256,15 +256,15 @@ _SURFACE_PANEL_JS = """(title) => {
 }"""
 
 
-#: the x of the ★ on each surface panel (the sidebar's ℓ, log10)
-_STAR_X_JS = """() => {
+#: whether the ★ of all four surface panels stands at log10 of ℓ (the argument)
+_STARS_AT_JS = """(lengthscale) => {
   const xs = [];
   for (const view of Bokeh.index.all_views()) {
     const glyph = view.model.glyph;
     if (glyph && glyph.marker && glyph.marker.value === "star")
       xs.push(...view.model.data_source.data["log10 lengthscale"]);
   }
-  return xs;
+  return xs.length === 4 && xs.every(x => Math.abs(x - Math.log10(lengthscale)) < 1e-9);
 }"""
 
 
@@ -300,10 +300,7 @@ def test_surface_panels_paint_their_colour_bar_beside_the_frame(lab_browser, lab
     # the ★ follows the sidebar's ℓ on every panel (its sources change, not the panels)
     page.locator(".ctl-lengthscale input").first.fill("2")
     page.locator(".ctl-lengthscale input").first.press("Enter")
-    page.wait_for_function(f"""() => {{
-      const xs = ({_STAR_X_JS})();
-      return xs.length === 4 && xs.every(x => Math.abs(x - Math.log10(2)) < 1e-9);
-    }}""", timeout=30_000)
+    page.wait_for_function(_STARS_AT_JS, arg=2, timeout=30_000)
     assert page.evaluate(_SURFACE_PANEL_JS, "laplace")["x"] == panel["x"]
     # changed while the page is hidden, and the page drawn again: the ★ is at the new ℓ
     _tab(page, "Live")
@@ -311,9 +308,6 @@ def test_surface_panels_paint_their_colour_bar_beside_the_frame(lab_browser, lab
     page.locator(".ctl-lengthscale input").first.press("Enter")
     page.wait_for_timeout(1500)
     _tab(page, "Surfaces")
-    page.wait_for_function(f"""() => {{
-      const xs = ({_STAR_X_JS})();
-      return xs.length === 4 && xs.every(x => Math.abs(x - Math.log10(3)) < 1e-9);
-    }}""", timeout=30_000)
+    page.wait_for_function(_STARS_AT_JS, arg=3, timeout=30_000)
     assert page.console_errors == []
     ctx.close()

@@ -29,21 +29,21 @@ def lab_url(cdn_environment, lab_url):
     return lab_url
 
 
-def test_page_requests_stay_on_the_server_origin(lab_browser, lab_url):
+def _foreign(urls, lab_url):
+    """The URLs that would leave the lab server (data: and blob: stay in the page)."""
     origin = urlsplit(lab_url)
+    return [u for u in urls if urlsplit(u).scheme not in ("data", "blob") and
+            (urlsplit(u).hostname, urlsplit(u).port) != (origin.hostname, origin.port)]
 
-    def foreign(urls):
-        """The URLs that would leave the server (data: and blob: stay in the page)."""
-        return [u for u in urls if urlsplit(u).scheme not in ("data", "blob") and
-                (urlsplit(u).hostname, urlsplit(u).port) != (origin.hostname, origin.port)]
 
+def test_page_requests_stay_on_the_server_origin(lab_browser, lab_url):
     ctx = lab_browser.new_context(viewport={"width": 1500, "height": 1300})
     page = ctx.new_page()
     requests, sockets = [], []
     page.on("request", lambda r: requests.append(r.url))
     page.on("websocket", lambda ws: sockets.append(ws.url))
     page.goto(lab_url, wait_until="networkidle")
-    assert foreign(requests) == []                        # else the page stays blank offline
+    assert _foreign(requests, lab_url) == []              # else the page stays blank offline
     page.wait_for_selector(".bn-status b", timeout=90_000)
     page.get_by_role("button", name="Step", exact=True).click()
     for tab in ("Compare", "Surfaces", "About"):
@@ -62,7 +62,7 @@ def test_page_requests_stay_on_the_server_origin(lab_browser, lab_url):
     page.wait_for_load_state("networkidle")
     ctx.close()
     assert len(requests) > 10 and sockets                 # the page and its scripts loaded
-    assert foreign(requests + sockets) == []
+    assert _foreign(requests + sockets, lab_url) == []
     assert [u for u in requests if "mathjax" in u.lower()] == []   # 1.8 MB the lab needs not
 
 
@@ -71,7 +71,6 @@ def test_a_page_that_connects_late_gets_its_styles_from_the_server(lab_browser, 
     stylesheet on cdn.holoviz.org (the document of a session built in the WebSocket's
     handler has no address of its own for them): offline, an unstyled page."""
     import time
-    origin = urlsplit(lab_url)
     ctx = lab_browser.new_context(viewport={"width": 1500, "height": 1300})
     page = ctx.new_page()
     requests = []
@@ -81,9 +80,7 @@ def test_a_page_that_connects_late_gets_its_styles_from_the_server(lab_browser, 
     page.wait_for_selector(".bn-status b", timeout=90_000)
     page.wait_for_load_state("networkidle")
     ctx.close()
-    foreign = [u for u in requests if urlsplit(u).scheme not in ("data", "blob") and
-               (urlsplit(u).hostname, urlsplit(u).port) != (origin.hostname, origin.port)]
-    assert len(requests) > 10 and foreign == []
+    assert len(requests) > 10 and _foreign(requests, lab_url) == []
 
 
 def test_the_lab_shows_no_emoji_a_classroom_machine_may_have_no_font_for():

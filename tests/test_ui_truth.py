@@ -290,9 +290,16 @@ def test_a_tap_on_two_neighbours_forms_the_pair_and_iteration_ticks_are_whole():
     assert live.panes["energy"].visible and not live.panes["gap"].visible   # the default
 
 
+def _surface(data, schemes):
+    """A log p(y)/n surface over 3 variances × 4 lengthscales (0.1 to 10, log-spaced)."""
+    import xarray as xr
+    return xr.Dataset({"log_marginal_per_n": (("scheme", "variance", "lengthscale"), data)},
+                      coords={"scheme": schemes, "variance": np.geomspace(0.1, 10, 3),
+                              "lengthscale": np.geomspace(0.1, 10, 4)})
+
+
 def test_surfaces_offer_the_model_s_axes_mark_theta_and_label_the_colour_bar():
     import holoviews as hv
-    import xarray as xr
     from bnlab.ui.surfaces import SurfacesView, surface_plots
     from bnlab.ui.trajectories import Trajectory
     s = LabSettings()                                   # probit, Matérn: no noise, df, period
@@ -302,10 +309,7 @@ def test_surfaces_offer_the_model_s_axes_mark_theta_and_label_the_colour_bar():
     assert set(view.param.axis0.objects) == {"lengthscale", "variance", "period", "scale", "df"}
     view.methods.value = ["vi", "pep"]
     assert "alpha" in view.param.axis1.objects
-    ls, var = np.geomspace(0.1, 10, 4), np.geomspace(0.1, 10, 3)
-    ds = xr.Dataset({"log_marginal_per_n": (("scheme", "variance", "lengthscale"),
-                                            np.random.default_rng(0).normal(size=(1, 3, 4)))},
-                    coords={"scheme": ["vi"], "variance": var, "lengthscale": ls})
+    ds = _surface(np.random.default_rng(0).normal(size=(1, 3, 4)), ["vi"])
     path = Trajectory({"variance": np.array([1.0, 2.0]), "lengthscale": np.array([1.0, 3.0])},
                       "#ff7f0e", "converged")
     layout, _ = surface_plots(ds, trajectories={"joint ELBO (VI)": path},
@@ -326,17 +330,12 @@ def test_the_star_follows_the_sidebar_without_drawing_the_panels_again():
     log10 of the new value) and leaves the panels as drawn: redrawing them took over a
     second."""
     import panel as pn
-    import xarray as xr
     from bokeh.document import Document
     from bokeh.models import GlyphRenderer, Scatter
     from bnlab.ui.surfaces import SurfacesView
     s = LabSettings(lengthscale=1.0, variance=1.0)
     view = SurfacesView(s)
-    ls, var = np.geomspace(0.1, 10, 4), np.geomspace(0.1, 10, 3)
-    view.dataset = xr.Dataset(
-        {"log_marginal_per_n": (("scheme", "variance", "lengthscale"),
-                                np.random.default_rng(1).normal(size=(2, 3, 4)))},
-        coords={"scheme": ["vi", "ep"], "variance": var, "lengthscale": ls})
+    view.dataset = _surface(np.random.default_rng(1).normal(size=(2, 3, 4)), ["vi", "ep"])
     doc = Document()
     doc.add_root(pn.Column(view.contours).get_root(doc))
     view.draw()
@@ -382,14 +381,10 @@ def test_the_alpha_explorers_energy_has_its_own_scale_beside_the_pairs_trace():
 def test_a_new_slice_row_draws_the_slice_alone():
     """The slice row's slider redraws the slice plot, at that row of every method, and
     leaves the contour panels as drawn (redrawing them took over a second per row)."""
-    import xarray as xr
     from bnlab.ui.surfaces import SurfacesView
     view = SurfacesView(LabSettings())
     data = np.random.default_rng(2).normal(size=(2, 3, 4))
-    view.dataset = xr.Dataset(
-        {"log_marginal_per_n": (("scheme", "variance", "lengthscale"), data)},
-        coords={"scheme": ["vi", "ep"], "variance": np.geomspace(0.1, 10, 3),
-                "lengthscale": np.geomspace(0.1, 10, 4)})
+    view.dataset = _surface(data, ["vi", "ep"])
     view.draw()
     drawn = view.contours.object
     view.slice.param.update(end=2, value=2)

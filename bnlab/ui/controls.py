@@ -66,8 +66,7 @@ class Controls(pn.viewable.Viewer):
                 settings.param[name], label=label, options=opts, sizing_mode="stretch_width")
         for name, (label, cls) in _NUMBERS.items():
             # a slider sets its setting when released: dragging one sent every value it
-            # passed, each rebuilding the run and redrawing the page (a 30-step drag
-            # under load: 3 minutes of catching up)
+            # passed, each rebuilding the run and redrawing the page
             slider = issubclass(cls, (pn.widgets.EditableFloatSlider, pn.widgets.IntSlider))
             self.widgets[name] = cls.from_param(settings.param[name], label=label,
                                                 sizing_mode="stretch_width", throttled=slider)

@@ -224,8 +224,8 @@ class SurfacesView(pn.viewable.Viewer):
         self._cancel = threading.Event()
         self.made = ComputedWith(settings, ignore=("method",))
         # the ★ follows the sidebar's hyperparameters: its data sources on the page
-        # (one per panel and page render), moved alone; drawing the panels again took
-        # more than a second of the server's time per slider move (11 × 11, 4 methods)
+        # (one per panel and page render) are moved alone, since drawing the panels
+        # again (contours and all) for each slider move is the slow part of this page
         self._stars = []
         settings.param.watch(lambda *_: self._move_star(), sorted(set(THETA_SETTINGS.values())))
         self.message = markup.html_pane("", sizing_mode="stretch_width")

@@ -82,11 +82,9 @@ def lab_url(request):
     port = _free_port()
     name = request.module.__name__.rsplit(".", 1)[-1]
     log_path = ROOT / "test-output" / f"lab-server-{name}.log"
-    if log_path.parent.is_dir():      # appended to by the server and by the hook above
-        log_path.write_text("")
-        log = open(log_path, "a")
-    else:
-        log = subprocess.DEVNULL
+    log_path.parent.mkdir(exist_ok=True)
+    log_path.write_text("")
+    log = open(log_path, "a")         # appended to by the server and by the hook above
     proc = subprocess.Popen([sys.executable, "-c", _SERVE_DUMPABLE, "serve",
                              str(ROOT / "apps" / "lab.py"),
                              "--port", str(port), "--num-threads", "4", "--liveness",
@@ -106,8 +104,7 @@ def lab_url(request):
     else:
         proc.terminate()
         pytest.fail("panel serve did not answer within 90 s")
-    if log is not subprocess.DEVNULL:
-        _SERVERS[request.module.__name__] = (proc, log_path)
+    _SERVERS[request.module.__name__] = (proc, log_path)
     yield url
     _SERVERS.pop(request.module.__name__, None)
     proc.terminate()
@@ -115,6 +112,7 @@ def lab_url(request):
         proc.wait(10)
     except subprocess.TimeoutExpired:
         proc.kill()
+    log.close()
 
 
 @pytest.fixture(scope="module")

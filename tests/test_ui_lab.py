@@ -91,6 +91,38 @@ def test_the_server_freezes_its_lasting_objects_only_when_no_session_is_open(mon
         gc.unfreeze()
 
 
+def test_a_session_waits_for_its_page_a_bounded_time(monkeypatch):
+    """A session being built is kept from Bokeh's unused-session discarding once it
+    exists (its page may connect late: a class arriving at once), and let go after the
+    patience if its page never loads, so a page fetched and abandoned is not kept for
+    the server's life; beyond ``MOST_SESSIONS_WAITING`` sessions waiting, none more is
+    kept. (A loaded page lets its session go at once: the browser tests' sessions are
+    released when their tabs close.)"""
+    import asyncio
+    from types import SimpleNamespace
+
+    from bokeh.server.session import ServerSession
+    from panel.io.state import set_curdoc
+    from tornado.ioloop import IOLoop
+
+    async def kept_then_and_later():
+        doc = Document()
+        context = SimpleNamespace(_session=None)   # Bokeh's, while the page is built
+        doc._session_context = lambda: context
+        with set_curdoc(doc):
+            app._keep_session_until_its_page_loads(patience_s=0.5)
+        context._session = ServerSession("s", doc, io_loop=IOLoop.current())
+        await asyncio.sleep(0.2)
+        kept = context._session.expiration_blocked
+        await asyncio.sleep(0.6)
+        return kept, context._session.expiration_blocked
+
+    assert asyncio.run(kept_then_and_later()) == (True, False)
+    assert app._sessions_waiting == set()
+    monkeypatch.setattr(app, "MOST_SESSIONS_WAITING", 0)
+    assert asyncio.run(kept_then_and_later()) == (False, False)
+
+
 def test_csv_exports_hold_the_plotted_numbers():
     import csv
     lab = bnlab.ui.Lab()

@@ -303,11 +303,60 @@ def _freeze_lasting_objects():
 
 _lasting_objects_frozen = False
 
+#: how long a session waits for its page to connect and load before Bokeh's
+#: unused-session lifetime applies to it: a page that has not loaded in five minutes is
+#: taken as gone
+PAGE_PATIENCE_S = 300.0
+#: at most this many sessions wait so at once (two classes arriving together); beyond,
+#: Bokeh's own rule applies, so requests for pages that never connect cannot hold the
+#: server's memory for long
+MOST_SESSIONS_WAITING = 60
+_sessions_waiting: set = set()       # touched on the event loop only
+
+
+def _keep_session_until_its_page_loads(patience_s: float = PAGE_PATIENCE_S):
+    """Keep the session being built until its page has loaded (Panel's ``onload``), for
+    at most ``patience_s``. Bokeh discards a session that no page has connected to
+    within its unused-session lifetime (15 s by default) of being built. A class arriving
+    at once on a small server is built one page after the other on one event loop, and
+    the pages' scripts and WebSockets wait behind those builds: a page that connected
+    later found its session discarded, and the server built it a second time, which made
+    the others later still, until some page never showed its run. Bokeh's own expiration
+    block (``ServerSession.block_expiration``, which it takes while a callback holds the
+    document) keeps the session; it is taken once the session exists, right after this
+    build, and released on the event loop (the count is not thread-safe) when the page
+    has loaded or the patience has run out, whichever comes first. Once released, the
+    unused-session lifetime counts from the page's last disconnection as before, so a
+    closed tab is still let go after it."""
+    doc = pn.state.curdoc
+    context = getattr(doc, "session_context", None)
+    if context is None:
+        return
+    loop = IOLoop.current()
+
+    def hold():
+        session = getattr(context, "_session", None)   # set by Bokeh after the build
+        if (session is not None and not session.destroyed
+                and len(_sessions_waiting) < MOST_SESSIONS_WAITING):
+            session.block_expiration()
+            _sessions_waiting.add(session)
+            loop.call_later(patience_s, let_go)
+
+    def let_go():
+        session = getattr(context, "_session", None)
+        if session in _sessions_waiting:
+            _sessions_waiting.discard(session)
+            session.unblock_expiration()
+
+    loop.add_callback(hold)
+    pn.state.onload(lambda: loop.add_callback(let_go))
+
 
 def serve_lab():
     """Build the per-session app (the body of apps/lab.py)."""
     serve_resources_locally()
     send_mathjax_only_for_tex()
+    _keep_session_until_its_page_loads()    # its onload first: the lab's may raise
     lab = Lab()
     lab.follow_url = True
     pn.state.on_session_destroyed(lab.close)

@@ -49,11 +49,10 @@ ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
-#: Bokeh discards a session this long after its last connection closed, or after it was
-#: created if no page connects to it (the defaults, 15 s and a check every 17 s, only slow
-#: the measurement down; much shorter, a loaded machine's page is discarded before its
-#: JavaScript connects)
-SESSION_ARGS = ["--unused-session-lifetime", "30000", "--check-unused-sessions", "2000"]
+#: Bokeh discards a session this long after its page's connection closed (a session
+#: whose page has not loaded yet is kept: ``bnlab.ui.app._keep_session_until_its_page_loads``);
+#: the defaults, 15 s and a check every 17 s, only slow the measurement down
+SESSION_ARGS = ["--unused-session-lifetime", "5000", "--check-unused-sessions", "1000"]
 #: one malloc arena for the server's threads, as the README advises for serving: freed
 #: session memory is then in one heap that malloc_trim can hand back
 SERVER_ENV = {"MALLOC_ARENA_MAX": "1"}
@@ -129,8 +128,9 @@ class Server:
 
     def wait_released(self, total: int, timeout_s: float = 120.0):
         """Wait until the server has released ``total`` sessions and every session it
-        built: a page whose script connects later than the unused-session lifetime (a
-        loaded machine) has its first session discarded and gets a second one."""
+        built (a page that connects after its session's patience,
+        ``bnlab.ui.app.PAGE_PATIENCE_S``, has its first session discarded and gets a
+        second one)."""
         deadline = time.time() + timeout_s
         while True:
             log = self.log()
@@ -218,10 +218,65 @@ class Round:
                 f" · pages with JavaScript errors {sum(bool(s.page_errors) for s in self.sessions)}")
 
 
-def _wait_first_plot(page):
+class PageWatch:
+    """What a page's browser did, for the report of a page that never showed its run:
+    its console, the requests still unanswered or failed, its WebSockets."""
+
+    def __init__(self, page):
+        self.console, self.pending, self.failed, self.sockets = [], {}, [], []
+        page.on("console", lambda m: self.console.append(f"{m.type}: {m.text}"[:300]))
+        page.on("request", lambda r: self.pending.setdefault(r.url, time.strftime("%X")))
+        page.on("requestfinished", lambda r: self.pending.pop(r.url, None))
+        page.on("requestfailed", lambda r: (self.pending.pop(r.url, None),
+                                            self.failed.append(f"{r.url} {r.failure}")))
+        page.on("websocket", self._socket)
+
+    def _socket(self, ws):
+        self.sockets.append(f"opened {time.strftime('%X')}")
+        ws.on("close", lambda _: self.sockets.append(f"closed {time.strftime('%X')}"))
+
+    def report(self, page) -> str:
+        try:
+            state = page.evaluate(_BOKEH_STATE_JS)
+        except Exception as exc:                    # a page that cannot answer says so
+            state = f"(no answer: {exc})"
+        return (f"session {_session_id(page)}; BokehJS {state}; WebSockets {self.sockets}; "
+                f"unanswered requests {self.pending}; failed requests {self.failed[:5]}; "
+                f"console (last 15) {self.console[-15:]}")
+
+
+#: the page's BokehJS documents: their roots, and whether each has finished rendering
+#: (``is_idle``: what makes BokehJS send ``document_ready``, Panel's ``onload``)
+_BOKEH_STATE_JS = """() => {
+  const B = window.Bokeh;
+  if (!B) return {bokeh: false, readyState: document.readyState};
+  const docs = B.documents || [];
+  return {readyState: document.readyState, documents: docs.length,
+          roots: docs.map(d => d.roots().length), idle: docs.map(d => d.is_idle)};
+}"""
+
+
+def _session_id(page) -> str:
+    """The Bokeh session of a page, from the token in its HTML (its first part is the
+    base64 JSON payload), to find the page's lines in the server's log."""
+    import base64
+    import json
+    try:
+        token = re.search(r'"token":\s*"([^"]+)"', page.content()).group(1).split(".")[0]
+        return json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))["session_id"]
+    except Exception as exc:
+        return f"unknown ({type(exc).__name__})"
+
+
+def _wait_first_plot(page, watch: PageWatch):
     """The posterior plot is drawn and the status line reports the run."""
-    page.wait_for_selector(".bn-status b", timeout=TIMEOUT_MS)
-    page.wait_for_selector(".bn-band canvas", state="attached", timeout=TIMEOUT_MS)
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    try:
+        page.wait_for_selector(".bn-status b", timeout=TIMEOUT_MS)
+        page.wait_for_selector(".bn-band canvas", state="attached", timeout=TIMEOUT_MS)
+    except PlaywrightTimeout:
+        raise TimeoutError(f"no first plot in {TIMEOUT_MS / 1000:.0f} s: "
+                           f"{watch.report(page)}") from None
 
 
 def _wait_whole_page(page):
@@ -245,23 +300,24 @@ def one_round(browser, server: Server, n: int, released_before: int,
     to let go."""
     rnd = Round([Session(i, steps=0 if i % 2 == 0 else 1 + (i // 2) % 3) for i in range(n)],
                 one_by_one=one_by_one)
-    ctxs, pages, starts = [], [], []
+    ctxs, pages, starts, watches = [], [], [], []
     built_before = server.sessions_built()
     for s in rnd.sessions:
         ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
         page = ctx.new_page()
         page.on("pageerror", lambda exc, s=s: s.page_errors.append(str(exc)))
+        watches.append(PageWatch(page))
         starts.append(time.perf_counter())
         page.goto(server.url, wait_until="commit", timeout=TIMEOUT_MS)
         ctxs.append(ctx)
         pages.append(page)
         if one_by_one:
-            _wait_first_plot(page)
+            _wait_first_plot(page, watches[-1])
             s.first_plot_s = time.perf_counter() - starts[-1]
             _wait_whole_page(page)
     if not one_by_one:
-        for s, page, t0 in zip(rnd.sessions, pages, starts):
-            _wait_first_plot(page)
+        for s, page, t0, watch in zip(rnd.sessions, pages, starts, watches):
+            _wait_first_plot(page, watch)
             s.first_plot_s = time.perf_counter() - t0
     for s, page in zip(rnd.sessions, pages):
         t0 = time.perf_counter()
@@ -293,7 +349,9 @@ def page_requests(server: Server, n: int) -> list[float]:
     """``n`` requests for the page at once, no browser: the seconds until each page's
     HTML has arrived. The server builds a visitor's page (widgets, the first figure) on
     its one event loop, so the last of the ``n`` waits for all the others; the sessions,
-    never connected, are discarded after the unused-session lifetime."""
+    never connected, are kept for their pages' patience
+    (``bnlab.ui.app.PAGE_PATIENCE_S``), then discarded after the unused-session
+    lifetime."""
     times = [math.nan] * n
 
     def fetch(i):
@@ -359,10 +417,14 @@ def main():
                 print(f"first plot, later visitors {label}: median "
                       f"{statistics.median(later):.2f} s, max {max(later):.2f} s")
         if args.page_requests:
+            from bnlab.ui.app import PAGE_PATIENCE_S
             times = page_requests(server, args.page_requests)
             print(f"{args.page_requests} page requests at once, no browser: median "
                   f"{statistics.median(times):.2f} s, last {max(times):.2f} s")
-            server.wait_released(sum(len(r.sessions) for r in rounds) + args.page_requests)
+            print(f"waiting up to {PAGE_PATIENCE_S:.0f} s for the server to let their "
+                  f"sessions go")
+            server.wait_released(sum(len(r.sessions) for r in rounds) + args.page_requests,
+                                 timeout_s=PAGE_PATIENCE_S + 60)
         print(f"RSS after last round / after one session: "
               f"{rounds[-1].rss_closed_mb / rounds[0].rss_closed_mb:.3f}")
         if args.trace_python_memory:

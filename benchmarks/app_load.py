@@ -59,7 +59,8 @@ SERVER_ENV = {"MALLOC_ARENA_MAX": "1"}
 OPENED = "bnlab session opened"                 # logged by bnlab.ui.app per session built
 CLOSED = "bnlab session closed"                 # … and per session released
 EXCEPTION = re.compile(r"Traceback|Error|Exception")
-TIMEOUT_MS = 180_000
+#: how long a page may take to show its first plot (and its HTML to arrive), by default
+PAGE_TIMEOUT_S = 180.0
 
 
 #: The report of a message that was in flight when the browser closed the socket (a
@@ -268,20 +269,20 @@ def _session_id(page) -> str:
         return f"unknown ({type(exc).__name__})"
 
 
-def _wait_first_plot(page, watch: PageWatch):
+def _wait_first_plot(page, watch: PageWatch, timeout_s: float):
     """The posterior plot is drawn and the status line reports the run."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
     try:
-        page.wait_for_selector(".bn-status b", timeout=TIMEOUT_MS)
-        page.wait_for_selector(".bn-band canvas", state="attached", timeout=TIMEOUT_MS)
+        page.wait_for_selector(".bn-status b", timeout=timeout_s * 1000)
+        page.wait_for_selector(".bn-band canvas", state="attached", timeout=timeout_s * 1000)
     except PlaywrightTimeout:
-        raise TimeoutError(f"no first plot in {TIMEOUT_MS / 1000:.0f} s: "
+        raise TimeoutError(f"no first plot in {timeout_s:.0f} s: "
                            f"{watch.report(page)}") from None
 
 
-def _wait_whole_page(page):
+def _wait_whole_page(page, timeout_s: float):
     """The plots sent after the first one are on the page too (``LiveView.show_all``)."""
-    page.wait_for_selector(".bn-psd canvas", state="attached", timeout=TIMEOUT_MS)
+    page.wait_for_selector(".bn-psd canvas", state="attached", timeout=timeout_s * 1000)
 
 
 def _wait_iteration(page, session: Session, at_least: int, timeout_s: float = 120.0):
@@ -294,7 +295,7 @@ def _wait_iteration(page, session: Session, at_least: int, timeout_s: float = 12
 
 
 def one_round(browser, server: Server, n: int, released_before: int,
-              one_by_one: bool = False) -> Round:
+              one_by_one: bool = False, page_timeout_s: float = PAGE_TIMEOUT_S) -> Round:
     """Open n pages at once (or ``one_by_one``: each once the page before has all its
     plots, the earlier pages left open), drive each, close them all, wait for the server
     to let go."""
@@ -308,16 +309,16 @@ def one_round(browser, server: Server, n: int, released_before: int,
         page.on("pageerror", lambda exc, s=s: s.page_errors.append(str(exc)))
         watches.append(PageWatch(page))
         starts.append(time.perf_counter())
-        page.goto(server.url, wait_until="commit", timeout=TIMEOUT_MS)
+        page.goto(server.url, wait_until="commit", timeout=page_timeout_s * 1000)
         ctxs.append(ctx)
         pages.append(page)
         if one_by_one:
-            _wait_first_plot(page, watches[-1])
+            _wait_first_plot(page, watches[-1], page_timeout_s)
             s.first_plot_s = time.perf_counter() - starts[-1]
-            _wait_whole_page(page)
+            _wait_whole_page(page, page_timeout_s)
     if not one_by_one:
         for s, page, t0, watch in zip(rnd.sessions, pages, starts, watches):
-            _wait_first_plot(page, watch)
+            _wait_first_plot(page, watch, page_timeout_s)
             s.first_plot_s = time.perf_counter() - t0
     for s, page in zip(rnd.sessions, pages):
         t0 = time.perf_counter()
@@ -356,7 +357,7 @@ def page_requests(server: Server, n: int) -> list[float]:
 
     def fetch(i):
         t0 = time.perf_counter()
-        with urllib.request.urlopen(server.url, timeout=TIMEOUT_MS / 1000) as response:
+        with urllib.request.urlopen(server.url, timeout=PAGE_TIMEOUT_S) as response:
             response.read()
         times[i] = time.perf_counter() - t0
 
@@ -369,14 +370,16 @@ def page_requests(server: Server, n: int) -> list[float]:
 
 
 def load_rounds(browser, server: Server, sessions: int, rounds: int, report=print,
-                one_by_one: int = 0):
+                one_by_one: int = 0, page_timeout_s: float = PAGE_TIMEOUT_S):
     """A single-session round (the reference RSS), a round of ``one_by_one`` visitors
-    arriving one after another (if any), then ``rounds`` rounds of ``sessions`` at once."""
+    arriving one after another (if any), then ``rounds`` rounds of ``sessions`` at once;
+    each page waited for at most ``page_timeout_s`` after the one before it."""
     released = 0
     out = []
     plan = [(1, False)] + ([(one_by_one, True)] if one_by_one else []) + [(sessions, False)] * rounds
     for n, staggered in plan:
-        rnd = one_round(browser, server, n, released, one_by_one=staggered)
+        rnd = one_round(browser, server, n, released, one_by_one=staggered,
+                        page_timeout_s=page_timeout_s)
         released += n
         out.append(rnd)
         report(f"round {len(out) - 1}: " + rnd.summary())

@@ -95,9 +95,9 @@ def test_a_session_waits_for_its_page_a_bounded_time(monkeypatch):
     """A session being built is kept from Bokeh's unused-session discarding once it
     exists (its page may connect late: a class arriving at once), and let go after the
     patience if its page never loads, so a page fetched and abandoned is not kept for
-    the server's life; beyond ``MOST_SESSIONS_WAITING`` sessions waiting, none more is
-    kept. (A loaded page lets its session go at once: the browser tests' sessions are
-    released when their tabs close.)"""
+    the server's life, or at once when its page has loaded (then its tab's closing
+    releases it); beyond ``MOST_SESSIONS_WAITING`` sessions waiting, none more is
+    kept."""
     import asyncio
     from types import SimpleNamespace
 
@@ -105,7 +105,7 @@ def test_a_session_waits_for_its_page_a_bounded_time(monkeypatch):
     from panel.io.state import set_curdoc
     from tornado.ioloop import IOLoop
 
-    async def kept_then_and_later():
+    async def kept_then_and_later(page_loads=False):
         doc = Document()
         context = SimpleNamespace(_session=None)   # Bokeh's, while the page is built
         doc._session_context = lambda: context
@@ -114,10 +114,16 @@ def test_a_session_waits_for_its_page_a_bounded_time(monkeypatch):
         context._session = ServerSession("s", doc, io_loop=IOLoop.current())
         await asyncio.sleep(0.2)
         kept = context._session.expiration_blocked
+        if page_loads:                 # the page's document_ready, as Panel handles it
+            with set_curdoc(doc):
+                pn.state._on_load(doc)
+            await asyncio.sleep(0.1)
+            return kept, context._session.expiration_blocked
         await asyncio.sleep(0.6)
         return kept, context._session.expiration_blocked
 
     assert asyncio.run(kept_then_and_later()) == (True, False)
+    assert asyncio.run(kept_then_and_later(page_loads=True)) == (True, False)
     assert app._sessions_waiting == set()
     monkeypatch.setattr(app, "MOST_SESSIONS_WAITING", 0)
     assert asyncio.run(kept_then_and_later()) == (False, False)

@@ -333,6 +333,7 @@ def _keep_session_until_its_page_loads(patience_s: float = PAGE_PATIENCE_S):
     if context is None:
         return
     loop = IOLoop.current()
+    timer = []          # the patience's timeout, cancelled by a page that loads first
 
     def hold():
         session = getattr(context, "_session", None)   # set by Bokeh after the build
@@ -340,13 +341,15 @@ def _keep_session_until_its_page_loads(patience_s: float = PAGE_PATIENCE_S):
                 and len(_sessions_waiting) < MOST_SESSIONS_WAITING):
             session.block_expiration()
             _sessions_waiting.add(session)
-            loop.call_later(patience_s, let_go)
+            timer.append(loop.call_later(patience_s, let_go))
 
     def let_go():
         session = getattr(context, "_session", None)
         if session in _sessions_waiting:
             _sessions_waiting.discard(session)
             session.unblock_expiration()
+        while timer:
+            loop.remove_timeout(timer.pop())
 
     loop.add_callback(hold)
     pn.state.onload(lambda: loop.add_callback(let_go))

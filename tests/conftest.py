@@ -115,6 +115,12 @@ def lab_url(request):
     log.close()
 
 
+@pytest.fixture()
+def lab_server_log(request, lab_url) -> Path:
+    """The log file of this module's lab server (``lab_url``): what the server did."""
+    return _SERVERS[request.module.__name__][1]
+
+
 @pytest.fixture(scope="module")
 def lab_browser():
     if not os.path.exists(CHROMIUM):

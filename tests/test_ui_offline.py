@@ -6,7 +6,6 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from conftest import ROOT
 from test_ui_browser import _tab
 
 pytestmark = pytest.mark.ui
@@ -69,7 +68,8 @@ def test_page_requests_stay_on_the_server_origin(lab_browser, lab_url):
     assert [u for u in requests if "mathjax" in u.lower()] == []   # 1.8 MB the lab needs not
 
 
-def test_a_page_that_connects_late_keeps_its_session_and_its_styles(lab_browser, lab_url):
+def test_a_page_that_connects_late_keeps_its_session_and_its_styles(lab_browser, lab_url,
+                                                                     lab_server_log):
     """A page whose scripts arrive after the unused-session lifetime (a class arriving at
     once on a small server) keeps the session built for it
     (``app._keep_session_until_its_page_loads``): the server builds one session for it,
@@ -79,8 +79,7 @@ def test_a_page_that_connects_late_keeps_its_session_and_its_styles(lab_browser,
     import time
 
     from playwright.sync_api import expect
-    log = ROOT / "test-output" / "lab-server-test_ui_offline.log"
-    built_before = log.read_text().count(SESSION_OPENED)
+    built_before = lab_server_log.read_text().count(SESSION_OPENED)
     ctx = lab_browser.new_context(viewport={"width": 1500, "height": 1300})
     page = ctx.new_page()
     requests = []
@@ -92,7 +91,7 @@ def test_a_page_that_connects_late_keeps_its_session_and_its_styles(lab_browser,
     expect(page.locator(".bn-status b").nth(1)).to_have_text("1", timeout=30_000)  # its run
     page.wait_for_load_state("networkidle")
     ctx.close()
-    assert log.read_text().count(SESSION_OPENED) - built_before == 1
+    assert lab_server_log.read_text().count(SESSION_OPENED) - built_before == 1
     assert len(requests) > 10 and _foreign(requests, lab_url) == []
 
 

@@ -85,8 +85,9 @@ def test_five_sessions_per_round_update_stay_isolated_and_are_released():
 
 @pytest.mark.slow
 def test_thirty_sessions_per_round():
-    # thirty headless pages render on the server's two cores, through one browser's
-    # compositor: their pages showed their first plots 1 to 8 minutes after their HTML
+    # thirty headless pages render on the server's two cores, and each page's messages
+    # wait between the other pages' builds on the server's one event loop
+    # (benchmarks/README.md, "Where the slow rounds' time goes")
     _check_rounds(30, trace_python_memory=True, page_timeout_s=600.0)
 
 

@@ -327,8 +327,8 @@ def test_surfaces_offer_the_model_s_axes_mark_theta_and_label_the_colour_bar():
 
 def test_the_star_follows_the_sidebar_without_drawing_the_panels_again():
     """A hyperparameter moved in the sidebar moves the ★ on every panel of the page (to
-    log10 of the new value) and leaves the panels as drawn: redrawing them took over a
-    second."""
+    log10 of the new value) and leaves the panels as drawn: redrawing them, contours and
+    all, is the slow part of the page."""
     import panel as pn
     from bokeh.document import Document
     from bokeh.models import GlyphRenderer, Scatter
@@ -380,7 +380,7 @@ def test_the_alpha_explorers_energy_has_its_own_scale_beside_the_pairs_trace():
 
 def test_a_new_slice_row_draws_the_slice_alone():
     """The slice row's slider redraws the slice plot, at that row of every method, and
-    leaves the contour panels as drawn (redrawing them took over a second per row)."""
+    leaves the contour panels as drawn (redrawing them is the slow part of the page)."""
     from bnlab.ui.surfaces import SurfacesView
     view = SurfacesView(LabSettings())
     data = np.random.default_rng(2).normal(size=(2, 3, 4))

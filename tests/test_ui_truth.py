@@ -483,3 +483,54 @@ def test_results_computed_with_other_settings_say_so():
     assert not surfaces.made.note.visible
     s.dataset = "counts_1d"
     assert "dataset was “classification_1d”" in surfaces.made.note.object
+
+
+def _layers(overlay, label):
+    return [el for el in overlay if el.label == label]
+
+
+def test_compare_overlays_the_live_pages_mcmc_reference_of_its_own_problem_only():
+    """Gaussian regression, where Power EP at every α and VI are exact (a Gaussian site
+    is the likelihood term itself): the MCMC reference computed on the Live page and
+    drawn by the Compare page must lie on them, log p(y) within 3 standard errors of
+    every α's energy and MCMC's band on the sweep's (an overlay at the wrong points
+    or of another problem would not). Computed after the sweep, it is drawn at once;
+    a reference of other hyperparameters is not drawn."""
+    import bnlab.ui
+    lab = bnlab.ui.Lab()
+    lab.settings.param.update(dataset="regression_1d", likelihood="gaussian")
+    view = lab.compare
+    view.run_sweep()
+    assert not _layers(view.alpha_band.object, "MCMC ± 2σ")
+    lab.live.compute_mcmc()
+    lab.live.compute_mcmc()              # a rough reference is refined by a second press
+    ref = lab.live.mcmc
+    assert ref.ess >= 100, ref.ess
+    energies = np.asarray(view.sweep["energy"])
+    assert np.ptp(energies) < 1e-6 and abs(energies[0] - ref.log_z) < 3 * ref.log_z_se + 0.01
+    lines = {el.data for el in view.alpha_energy.object if type(el).__name__ == "HLine"}
+    assert lines == {ref.log_z, view.sweep["vi"]["energy"]}
+    (edges,) = _layers(view.alpha_band.object, "MCMC ± 2σ")
+    lower, upper = edges.split()
+    (mean,) = _layers(view.alpha_band.object, "MCMC mean")
+    x = mean.dimension_values("x")
+    exact = view.sweep["snaps"][-1]["bands"]["f1"]
+    sd = np.interp(x, exact["x"], exact["upper"] - exact["lower"]) / 4
+    assert np.mean(np.abs(mean.dimension_values("f") - np.interp(x, exact["x"], exact["mean"]))) \
+        < 0.2 * np.mean(sd)
+    mc_sd = (upper.dimension_values("f") - lower.dimension_values("f")) / 4
+    assert abs(np.mean(mc_sd) / np.mean(sd) - 1) < 0.15
+    assert _layers(view.alpha_point.object, f"MCMC p(fᵢ | y), ESS {ref.ess:.0f}")
+    # log p(y) stays on the plot when it lies above every energy (EP's on skewed data)
+    import holoviews as hv
+    truth = dict(ref.truth_for(view.sweep["problem"]), log_z=energies[0] + 1.0)
+    fig = hv.render(compare.alpha_plots(view.sweep, 3, truth=truth)[0])
+    assert fig.y_range.start < energies[0] and energies[0] + 1.0 < fig.y_range.end
+    view.run_pair()
+    assert _layers(view.pair_pane.object, "MCMC ± 2σ")
+    lab.settings.lengthscale = 2.0            # another posterior: the Live page drops it
+    view.run_sweep()
+    view.run_pair()
+    assert not _layers(view.alpha_band.object, "MCMC ± 2σ")
+    assert not _layers(view.pair_pane.object, "MCMC ± 2σ")
+    lab.close(None)

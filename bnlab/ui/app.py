@@ -50,8 +50,9 @@ a likelihood, a kernel and an inference method in the sidebar, then press **Run*
 * *Two points*: click two data points to see the joint Gaussian of their latent values.
 
 *Compare* runs two methods side by side and sweeps the Power-EP power α from
-variational inference (α → 0) to EP (α = 1). *Surfaces* maps the approximate
-marginal likelihood over a grid of hyperparameters.
+variational inference (α → 0) to EP (α = 1), with the MCMC reference as the truth
+once it is computed on the Live page. *Surfaces* maps the approximate marginal
+likelihood over a grid of hyperparameters.
 
 The address bar always holds the current settings: copy it to share this exact demo.
 """
@@ -126,7 +127,8 @@ class Lab(pn.viewable.Viewer):
         self.controls = Controls(self.settings, self.status)
         self.live = LiveView(self.settings, self.status)
         self.exports = Exports(self.live)
-        self.compare = CompareView(self.settings)
+        self.compare = CompareView(self.settings, reference=self.live.mcmc)
+        self.live.param.watch(lambda e: self.compare.show_reference(), "references")
         self.surfaces = SurfacesView(self.settings)
         self.tabs = pn.Tabs(("Live", pn.Column(self.live, self.exports,
                                                sizing_mode="stretch_width")), ("Compare", self.compare),

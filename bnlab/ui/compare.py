@@ -9,6 +9,7 @@ import panel as pn
 import param
 
 from . import catalog, markup
+from .mcmc_ref import MCMCReference
 from .problem import build_problem
 from .provenance import ComputedWith
 from .runner import STOP_REASONS, Runner
@@ -17,6 +18,9 @@ from .settings import LabSettings
 ALPHAS = (0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 MAX_ITERS = 300
 SITE_METHODS = [m for m in catalog.METHODS if m != "gkl"]
+MCMC_COLOUR = "black"
+TRUTH_NOTE = ("In black, when the Live page's **MCMC reference** is computed for these data "
+              "and hyperparameters: the exact posterior's band and log p(y).")
 
 
 def uses_alpha(method: str, settings: LabSettings) -> bool:
@@ -87,9 +91,11 @@ def surprising_point(sweep: dict) -> int:
     return int(np.argmax(np.abs(y - np.asarray(sweep["states"][k][0].mean[:, 0]))))
 
 
-def point_picture(sweep: dict, index: int, point: int):
+def point_picture(sweep: dict, index: int, point: int, truth: dict | None = None):
     """q(fᵢ), the cavity and the tilted distribution at data point ``point`` for the
-    swept α number ``index`` (``bnlab.studies.tilted_marginal``)."""
+    swept α number ``index`` (``bnlab.studies.tilted_marginal``), and with ``truth``
+    (``MCMCReference.truth_for``) the exact marginal p(fᵢ | y) as a weighted histogram
+    of the MCMC samples."""
     from bnlab.studies import tilted_marginal
     a = sweep["alpha"][index]
     p = sweep["problem"]
@@ -115,7 +121,30 @@ def point_picture(sweep: dict, index: int, point: int):
                    hv.Curve((pic["f"], pic["cavity"]), "f", "density", label="cavity")
                    .opts(color="#888888", line_dash="dotted")]
         title = f"q(fᵢ) against the tilted distribution, α = {a:g}"
+    if truth is not None:
+        layers.insert(0, _mcmc_marginal(truth, point))
     return hv.Overlay(layers).opts(title=title, legend_position="right", **opts)
+
+
+def _mcmc_marginal(truth: dict, point: int, bins: int = 20):
+    """The MCMC samples of f at data point ``point``, a density histogram with the AIS
+    weights."""
+    density, edges = np.histogram(truth["samples"][:, point], bins=bins,
+                                  weights=truth["weights"], density=True)
+    return hv.Histogram((edges, density), kdims=["f"], vdims=["density"],
+                        label=f"MCMC p(fᵢ | y), ESS {truth['ess']:.0f}").opts(
+        fill_color=MCMC_COLOUR, fill_alpha=0.15, line_color=MCMC_COLOUR, line_alpha=0.5)
+
+
+def _mcmc_band(truth: dict):
+    """The MCMC reference's ±2σ band as the Live page draws it: black dashed edges and
+    a dotted mean."""
+    b = truth["band"]
+    edges = [np.column_stack([b["x"], b["lower"]]), np.column_stack([b["x"], b["upper"]])]
+    return (hv.Path(edges, ["x", "f"], label="MCMC ± 2σ")
+            .opts(color=MCMC_COLOUR, line_dash="dashed", line_width=1.5, show_legend=True)
+            * hv.Curve((b["x"], b["mean"]), "x", "f", label="MCMC mean")
+            .opts(color=MCMC_COLOUR, line_dash="dotted", line_width=1.5))
 
 
 def _band(snap, label, colour, dash="solid"):
@@ -126,16 +155,21 @@ def _band(snap, label, colour, dash="solid"):
             .opts(color=colour, line_width=2, line_dash=dash))
 
 
-def comparison_plots(snaps: dict, x_label="x"):
-    """Bands of each method over the data, and their energy traces, from snapshots."""
+def comparison_plots(snaps: dict, x_label="x", truth: dict | None = None):
+    """Bands of each method over the data, and their energy traces, from snapshots;
+    with ``truth`` (``MCMCReference.truth_for``), MCMC's band and log p(y)."""
     colours = ("#1f5fa8", "#c2571a")
-    bands, traces = [], []
+    bands, traces, energies = [], [], []
     for (name, snap), c in zip(snaps.items(), colours):
         bands.append(_band(snap, name, c))
         t = snap["trace"]
         ok = np.isfinite(t["energy"])
         traces.append(hv.Curve((t["iteration"][ok], t["energy"][ok]), "iteration", "energy",
                                label=name).opts(color=c, line_width=2))
+        energies += list(t["energy"][ok])
+    if truth is not None:     # after the methods' (their dimensions name the axes), on top
+        bands.append(_mcmc_band(truth))
+        traces += _log_z_line(truth, x=0)
     data = next(iter(snaps.values()))["data"]
     pts = hv.Scatter((data["x"], data["y"]), "x", "f").opts(color="#555555", size=3, alpha=0.6)
     return (hv.Overlay(bands + [pts]).opts(title="Posterior of each method", xlabel=x_label,
@@ -143,17 +177,44 @@ def comparison_plots(snaps: dict, x_label="x"):
                                            responsive=True, min_height=300,
                                            legend_position="right"),
             hv.Overlay(traces).opts(title="Energy per iteration", responsive=True,
-                                    min_height=260, legend_position="bottom_right"))
+                                    min_height=260, legend_position="bottom_right",
+                                    ylim=_energy_limits(energies, truth)))
 
 
 def _diverged(stop) -> bool:
     return stop is not None and stop.startswith("diverged")
 
 
-def alpha_plots(sweep: dict, index: int, x_label="x"):
+def _log_z_line(truth: dict, x: float) -> list:
+    """MCMC's log p(y), the value every method's energy approximates (VI's from below),
+    as a black line with ±2 standard errors shaded and a label at ``x``."""
+    z, se = truth["log_z"], truth["log_z_se"]
+    return [hv.HSpan(z - 2 * se, z + 2 * se).opts(color=MCMC_COLOUR, alpha=0.08),
+            hv.HLine(z).opts(color=MCMC_COLOUR, line_width=1.5),
+            hv.Text(x, z, " MCMC log p(y)", halign="left", valign="bottom", fontsize=9)]
+
+
+def _energy_limits(energies: list, truth: dict | None) -> tuple:
+    """The energy axis's range: every valid energy, and MCMC's log p(y) ± 2 standard
+    errors (HoloViews leaves horizontal lines and their labels out of the range, so
+    log p(y), above every energy, would be off the plot)."""
+    values = list(energies)
+    if truth is not None:
+        values += [truth["log_z"] - 2 * truth["log_z_se"], truth["log_z"] + 2 * truth["log_z_se"]]
+    if not values:
+        return (None, None)
+    lo, hi = min(values), max(values)
+    pad = 0.08 * (hi - lo) or 0.1
+    return (lo - pad, hi + pad)
+
+
+def alpha_plots(sweep: dict, index: int, x_label="x", truth: dict | None = None):
     """Converged energy against α (with the VI value) and the posterior at α. A
     diverged run has no valid energy or band: its α is marked with a red × on the
-    curve's floor and its band (PEP at that α, EP, VI) is not drawn."""
+    curve's floor and its band (PEP at that α, EP, VI) is not drawn. With ``truth``
+    (``MCMCReference.truth_for`` of the sweep's problem), MCMC's log p(y) and band are
+    drawn too: every energy should lie below log p(y) (VI's ELBO is a bound; the tours'
+    tests check EP's on their data) and the bands widen towards MCMC's."""
     a, e = np.asarray(sweep["alpha"]), np.asarray(sweep["energy"], float)
     bad = np.array([_diverged(st) for st in sweep["stop"]])
     ok = ~bad
@@ -175,6 +236,9 @@ def alpha_plots(sweep: dict, index: int, x_label="x"):
         curve = (curve * hv.HLine(vi["energy"]).opts(color="#4c9a2a", line_dash="dashed")
                  * hv.Text(a[0], vi["energy"], " VI (ELBO)", halign="left", valign="bottom",
                            fontsize=9))
+    if truth is not None:
+        for layer in _log_z_line(truth, a[0]):
+            curve = curve * layer
     layers = []
     if vi_ok:
         layers.append(_band(vi["snap"], "VI", "#4c9a2a", "dashed"))
@@ -182,12 +246,14 @@ def alpha_plots(sweep: dict, index: int, x_label="x"):
         layers.append(_band(sweep["snaps"][-1], "EP (α = 1)", "#c2571a", "dotted"))
     if ok[index]:
         layers.append(_band(sweep["snaps"][index], f"PEP α = {a[index]:g}", "#1f5fa8"))
+    if truth is not None:
+        layers.append(_mcmc_band(truth))
     data = sweep["snaps"][index]["data"]
     pts = hv.Scatter((data["x"], data["y"]), "x", "f", label="data").opts(color="#555555", size=3)
     title = ("Posterior: VI → PEP(α) → EP" if ok[index] else
              f"PEP α = {a[index]:g} diverged: no band to show")
     return (curve.opts(title="Converged energy against α", responsive=True, min_height=260,
-                       legend_position="right"),
+                       legend_position="right", ylim=_energy_limits(valid, truth)),
             hv.Overlay(layers + [pts]).opts(title=title, xlabel=x_label,
                                             ylabel="latent f / data", responsive=True,
                                             min_height=300, legend_position="right"))
@@ -215,6 +281,9 @@ def _alpha_cell(method, alpha):
 
 
 class CompareView(pn.viewable.Viewer):
+    """The pair and the α explorer. ``reference``: the Live page's ``MCMCReference``;
+    while it holds samples of the problem a plot shows, that plot overlays them as the
+    truth (``show_reference`` redraws once it has new ones)."""
     method_a = param.Selector(default="laplace", objects=SITE_METHODS)
     method_b = param.Selector(default="ep", objects=SITE_METHODS)
     alpha_a = param.Number(default=0.5, bounds=(0.001, 1.0), doc="α of method A (PEP methods)")
@@ -223,12 +292,14 @@ class CompareView(pn.viewable.Viewer):
     rho_b = param.Number(default=0.5, bounds=(0.01, 1.0), doc="damping ρ of method B")
     alpha_index = param.Integer(default=len(ALPHAS) // 2, bounds=(0, len(ALPHAS) - 1))
 
-    def __init__(self, settings: LabSettings, **params):
+    def __init__(self, settings: LabSettings, reference: MCMCReference | None = None,
+                 **params):
         params = {"alpha_a": settings.alpha, "alpha_b": settings.alpha, "rho_a": settings.rho,
                   "rho_b": settings.rho, **params}
         super().__init__(**params)
         self.settings = settings
-        self.snaps, self.sweep = None, None
+        self.reference = reference
+        self.snaps, self.sweep, self.pair_problem = None, None, None
         # the pair runs at its own α and ρ, the sweep over its own α grid
         self.pair_made = ComputedWith(settings, ignore=("method", "alpha", "rho"))
         self.sweep_made = ComputedWith(settings, ignore=("method", "alpha"))
@@ -270,7 +341,7 @@ class CompareView(pn.viewable.Viewer):
         self._refresh_alpha_inputs()
         W = self.widgets
         self.layout = pn.Column(
-            pn.pane.Markdown("### Two methods, same data and hyperparameters"),
+            pn.pane.Markdown("### Two methods, same data and hyperparameters\n\n" + TRUTH_NOTE),
             _controls_row(W["method_a"], W["alpha_a"], W["rho_a"], W["method_b"], W["alpha_b"],
                           W["rho_b"], run),
             self.error, self.pair_made.note, self.table,
@@ -322,13 +393,27 @@ class CompareView(pn.viewable.Viewer):
             rows.append(f"<tr><td>{label}</td><td class='bn-alpha'>{_alpha_cell(m, shown)}</td>"
                         f"<td>{rho:g}</td><td class='bn-energy'>{snap['status']['energy']:.4f}</td>"
                         f"<td>{r.iteration}</td><td>{status_word(r)}</td></tr>")
-        self.snaps = snaps
+        self.snaps, self.pair_problem = snaps, problem
         self.table.object = ("<table><tr><th>method</th><th>α</th><th>ρ</th>"
                              "<th>energy (≈ log p(y))</th><th>iterations</th><th>status</th></tr>"
                              + "".join(rows) + "</table>")
-        band, trace = comparison_plots(snaps, problem.x_label)
-        self.pair_pane.object, self.pair_trace.object = band, trace
+        self._draw_pair()
         self.pair_made.record(made)
+
+    def _truth(self, problem):
+        return None if self.reference is None else self.reference.truth_for(problem)
+
+    def show_reference(self):
+        """Redraw what is shown with the reference just computed (or dropped)."""
+        if self.snaps is not None:
+            self._draw_pair()
+        self._draw_sweep()
+
+    def _draw_pair(self):
+        problem = self.pair_problem
+        band, trace = comparison_plots(self.snaps, problem.x_label, self._truth(problem))
+        with pn.io.hold():
+            self.pair_pane.object, self.pair_trace.object = band, trace
 
     def run_sweep(self):
         made = self.sweep_made.current()
@@ -359,9 +444,10 @@ class CompareView(pn.viewable.Viewer):
     def _draw_sweep(self):
         if self.sweep is None:
             return
-        energy, band = alpha_plots(self.sweep, self.alpha_index, self.sweep["x_label"])
+        truth = self._truth(self.sweep["problem"])
+        energy, band = alpha_plots(self.sweep, self.alpha_index, self.sweep["x_label"], truth)
         point = min(max(int(self.point_input.value), 0), len(self.sweep["problem"].x_plot) - 1)
-        picture = point_picture(self.sweep, self.alpha_index, point)
+        picture = point_picture(self.sweep, self.alpha_index, point, truth)
         with pn.io.hold():
             self.alpha_energy.object, self.alpha_band.object = energy, band
             self.alpha_point.object = picture

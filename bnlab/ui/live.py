@@ -38,6 +38,8 @@ class LiveView(pn.viewable.Viewer):
     cancelled = param.Boolean(default=False, doc="paused by the user before the run stopped")
     busy = param.Boolean(default=False, doc="a new problem is being built (JAX compiles)")
     message = param.String(default="")
+    references = param.Integer(default=0, doc="MCMC references computed (other pages "
+                                              "watch it to overlay the new one)")
 
     def __init__(self, settings: LabSettings, status: Status, **params):
         super().__init__(**params)
@@ -340,6 +342,7 @@ class LiveView(pn.viewable.Viewer):
         finally:
             self.mcmc_button.loading = False
         self.push()
+        self.references += 1
 
     # -- drawing --------------------------------------------------------------------
     def joint_data(self):

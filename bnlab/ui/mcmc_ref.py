@@ -4,6 +4,8 @@ numbers that say how far to trust it: the AIS effective sample size and the stan
 error of log p(y)."""
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 
@@ -31,12 +33,15 @@ class MCMCReference:
     method, α or ρ change."""
 
     def __init__(self):
+        # the Compare page reads the samples while the Live page may replace or drop them
+        self._lock = threading.Lock()
         self.clear()
 
     def clear(self):
-        self.samples = None       # (S, N) samples of f₁ at the training inputs
-        self.x = self.key = None
-        self.num_temps = None
+        with self._lock:
+            self.samples = None       # (S, N) samples of f₁ at the training inputs
+            self.x = self.key = None
+            self.num_temps = None
 
     @staticmethod
     def problem_key(problem) -> str:
@@ -51,6 +56,16 @@ class MCMCReference:
             return True
         self.clear()
         return False
+
+    def truth_for(self, problem) -> dict | None:
+        """What another page overlays as the truth for ``problem``: the band, log p(y) ±
+        its standard error and the weighted samples, if the samples held are of this
+        problem's posterior (else None; nothing is dropped)."""
+        with self._lock:
+            if self.samples is None or self.key != self.problem_key(problem):
+                return None
+            return {"band": self.band(), "log_z": self.log_z, "log_z_se": self.log_z_se,
+                    "samples": self.samples, "weights": self.weights, "ess": self.ess}
 
     def next_schedule(self, problem) -> int:
         """The number of temperatures of the next run: the default, or a refinement of
@@ -72,11 +87,13 @@ class MCMCReference:
         f = np.asarray(res.samples)[:, ::D]                  # latent f₁ at each input
         logw = np.asarray(res.log_weights, float)
         w = np.exp(logw - logw.max())
-        self.weights = w / w.sum()
-        self.samples, self.x = f, problem.x_plot
-        self.log_z, self.log_z_se, self.ess = res.log_z, res.log_z_se, res.ess
-        self.num_temps, self.num_chains = num_temps, num_chains
-        self.key = self.problem_key(problem)
+        key = self.problem_key(problem)
+        with self._lock:
+            self.weights = w / w.sum()
+            self.samples, self.x = f, problem.x_plot
+            self.log_z, self.log_z_se, self.ess = res.log_z, res.log_z_se, res.ess
+            self.num_temps, self.num_chains = num_temps, num_chains
+            self.key = key
 
     def summary_html(self) -> str:
         """One line for beside the band: log p(y) ± se, ESS of chains, and a warning

@@ -113,9 +113,11 @@ ALPHA = Tour(
              {"method": "ep"}, actions=("mcmc", "run")),
         Step("**The α explorer** (Compare page) runs Power EP to convergence on a grid of "
              "α from 0.01 to 1. Left: the converged energy against α, rising from VI's "
-             "ELBO (dashed) to EP's. Right: the bands of VI, EP and the α on the slider — "
-             "move it to compare.", {"method": "pep", "alpha": 0.5}, tab="Compare",
-             page={"alpha_slider": 0.5}, actions=("sweep",)),
+             "ELBO (dashed) to EP's, below MCMC's log p(y) (black). Right: the bands of "
+             "VI, EP and the α on the slider — move it to compare — with MCMC's in black. "
+             "Below: at one data point, q(fᵢ) against the tilted distribution and MCMC's "
+             "marginal (grey histogram).", {"method": "pep", "alpha": 0.5}, tab="Compare",
+             page={"alpha_slider": 0.5}, actions=("mcmc", "sweep")),
     ))
 
 SKEWED = Tour(
@@ -135,10 +137,10 @@ SKEWED = Tour(
              "closer to MCMC's.",
              {"method": "ep"}, actions=("mcmc", "run")),
         Step("**Side by side** (Compare page): Laplace against EP run to convergence, the "
-             "bands overlaid and their energies (Laplace's is the lower); pick other "
-             "methods A and B to compare.",
+             "bands overlaid with MCMC's (black) and their energies (Laplace's is the "
+             "lower) against MCMC's log p(y); pick other methods A and B to compare.",
              {"method": "ep"}, tab="Compare", page={"method_a": "laplace", "method_b": "ep"},
-             actions=("pair",)),
+             actions=("mcmc", "pair")),
     ))
 
 CAVITIES = Tour(

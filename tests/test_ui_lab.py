@@ -5,6 +5,7 @@ import weakref
 
 import numpy as np
 import panel as pn
+import pytest
 from bokeh.document import Document
 
 import bnlab.ui
@@ -127,6 +128,15 @@ def test_a_session_waits_for_its_page_a_bounded_time(monkeypatch):
     assert app._sessions_waiting == set()
     monkeypatch.setattr(app, "MOST_SESSIONS_WAITING", 0)
     assert asyncio.run(kept_then_and_later()) == (False, False)
+
+
+@pytest.mark.parametrize("text", ["soon", "-1", "nan", "inf", ""])
+def test_a_page_patience_that_is_not_seconds_is_refused_by_name(monkeypatch, text):
+    monkeypatch.setenv("BNLAB_PAGE_PATIENCE_S", text)
+    with pytest.raises(ValueError, match=f"BNLAB_PAGE_PATIENCE_S .* not '{text}'"):
+        app._page_patience_s()
+    monkeypatch.setenv("BNLAB_PAGE_PATIENCE_S", "42.5")
+    assert app._page_patience_s() == 42.5
 
 
 def test_csv_exports_hold_the_plotted_numbers():

@@ -73,9 +73,8 @@ def test_a_page_that_connects_late_keeps_its_session_and_its_styles(lab_browser,
     """A page whose scripts arrive after the unused-session lifetime (a class arriving at
     once on a small server) keeps the session built for it
     (``app._keep_session_until_its_page_loads``): the server builds one session for it,
-    not a second one when it connects. Offline, its page is complete: a session that
-    Bokeh did build again had every stylesheet on cdn.holoviz.org (the document of a
-    session built in the WebSocket's handler has no address of its own for them)."""
+    not a second one when it connects, and offline its page is complete
+    (``test_ui_session_rebuilt`` covers a page whose session was built again)."""
     import time
 
     from playwright.sync_api import expect

@@ -14,6 +14,8 @@ from __future__ import annotations
 import ctypes
 import gc
 import logging
+import math
+import os
 import sys
 import tracemalloc
 import weakref
@@ -305,10 +307,22 @@ def _freeze_lasting_objects():
 
 _lasting_objects_frozen = False
 
-#: how long a session waits for its page to connect and load before Bokeh's
-#: unused-session lifetime applies to it: a page that has not loaded in five minutes is
-#: taken as gone
-PAGE_PATIENCE_S = 300.0
+def _page_patience_s() -> float:
+    """How long a session waits for its page to connect and load before Bokeh's
+    unused-session lifetime applies to it: ``BNLAB_PAGE_PATIENCE_S`` seconds, by
+    default 300 (a page that has not loaded in five minutes is taken as gone)."""
+    text = os.environ.get("BNLAB_PAGE_PATIENCE_S", "300")
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds >= 0):
+        raise ValueError(f"BNLAB_PAGE_PATIENCE_S must be a number of seconds ≥ 0, "
+                         f"not {text!r}")
+    return seconds
+
+
+PAGE_PATIENCE_S = _page_patience_s()
 #: at most this many sessions wait so at once (two classes arriving together); beyond,
 #: Bokeh's own rule applies, so requests for pages that never connect cannot hold the
 #: server's memory for long

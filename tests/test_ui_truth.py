@@ -394,6 +394,26 @@ def test_a_new_slice_row_draws_the_slice_alone():
     assert "variance = 10" in view.slice_pane.object.opts.get().kwargs["title"]
 
 
+@pytest.mark.parametrize("best_row", [0, 1])
+def test_a_computed_surface_draws_its_slice_once_at_the_best_row(monkeypatch, best_row):
+    """The slice opens on the best cell's row, drawn once whether that row is the one
+    the slider was on (1, the middle) or not."""
+    import bnlab
+    from bnlab.ui.surfaces import SurfacesView
+    data = np.random.default_rng(3).normal(size=(2, 3, 4))
+    data[0, best_row, 2] = 10.0
+    monkeypatch.setattr(bnlab, "surface", lambda *a, **kw: _surface(data, ["vi", "ep"]))
+    view = SurfacesView(LabSettings(), axis0="variance", axis1="lengthscale", points=3)
+    view.slice.value = 1
+    drawn = []
+    view.slice_pane.param.watch(lambda e: drawn.append(e.new), "object")
+    view.compute()
+    assert view.slice.value == best_row and len(drawn) == 1
+    for k, curve in enumerate(drawn[0]):
+        np.testing.assert_allclose(curve.dimension_values(1), data[k, best_row])
+    assert view.contours.object is not None
+
+
 def test_energy_gap_view_shows_the_distance_to_the_latest_energy_on_a_log_axis():
     s = LabSettings(method="ep")
     live = LiveView(s, Status())

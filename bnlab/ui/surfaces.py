@@ -363,22 +363,29 @@ class SurfacesView(pn.viewable.Viewer):
         self.dataset = ds
         # the grid's own axes are not the sidebar's: their sidebar values only move the ★
         self.made.record(made, free={THETA_SETTINGS[a] for a in (self.axis0, self.axis1)})
+        row = best_row(ds, self.variable.value)
         with pn.io.hold():
-            self.slice.param.update(end=ds.sizes[self.axis0] - 1,
-                                    value=best_row(ds, self.variable.value))
-        self.draw()
+            moved = row != self.slice.value
+            # a row that moved draws the slice (its watcher); one that did not, here
+            self.slice.param.update(end=ds.sizes[self.axis0] - 1, value=row)
+            if not moved:
+                self._draw_slice()
+            self._draw_contours()
         self.downloads.visible = True
 
     def draw(self):
+        with pn.io.hold():
+            self._draw_contours()
+            self._draw_slice()
+
+    def _draw_contours(self):
         if self.dataset is None:
             return
         self._stars = []
-        layout, sl = surface_plots(self.dataset, self.variable.value, self.slice.value,
-                                   trajectories=self.trajectories,
-                                   current=current_theta(self.settings),
-                                   star_hook=self._keep_star)
-        with pn.io.hold():
-            self.contours.object, self.slice_pane.object = layout, sl
+        self.contours.object = surface_plots(self.dataset, self.variable.value,
+                                             self.slice.value, trajectories=self.trajectories,
+                                             current=current_theta(self.settings),
+                                             star_hook=self._keep_star)[0]
 
     def _draw_slice(self):
         if self.dataset is not None:

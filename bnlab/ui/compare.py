@@ -8,7 +8,8 @@ import numpy as np
 import panel as pn
 import param
 
-from . import catalog, markup
+from . import catalog, markup, palette
+from .palette import LIGHT, Palette
 from .mcmc_ref import MCMCReference
 from .problem import build_problem
 from .provenance import ComputedWith
@@ -18,9 +19,9 @@ from .settings import LabSettings
 ALPHAS = (0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 MAX_ITERS = 300
 SITE_METHODS = [m for m in catalog.METHODS if m != "gkl"]
-MCMC_COLOUR = "black"
-TRUTH_NOTE = ("In black, when the Live page's **MCMC reference** is computed for these data "
-              "and hyperparameters: the exact posterior's band and log p(y).")
+TRUTH_NOTE = ("Once the Live page's **MCMC reference** is computed for these data and "
+              "hyperparameters, the plots below draw it as the truth: the exact posterior's "
+              "band (dashed, “MCMC ± 2σ”) and log p(y) (a solid line).")
 
 
 def uses_alpha(method: str, settings: LabSettings) -> bool:
@@ -91,7 +92,8 @@ def surprising_point(sweep: dict) -> int:
     return int(np.argmax(np.abs(y - np.asarray(sweep["states"][k][0].mean[:, 0]))))
 
 
-def point_picture(sweep: dict, index: int, point: int, truth: dict | None = None):
+def point_picture(sweep: dict, index: int, point: int, truth: dict | None = None,
+                  colours: Palette = LIGHT):
     """q(fᵢ), the cavity and the tilted distribution at data point ``point`` for the
     swept α number ``index`` (``bnlab.studies.tilted_marginal``), and with ``truth``
     (``MCMCReference.truth_for``) the exact marginal p(fᵢ | y) as a weighted histogram
@@ -122,29 +124,29 @@ def point_picture(sweep: dict, index: int, point: int, truth: dict | None = None
                    .opts(color="#888888", line_dash="dotted")]
         title = f"q(fᵢ) against the tilted distribution, α = {a:g}"
     if truth is not None:
-        layers.insert(0, _mcmc_marginal(truth, point))
+        layers.insert(0, _mcmc_marginal(truth, point, colours.ink))
     return hv.Overlay(layers).opts(title=title, legend_position="right", **opts)
 
 
-def _mcmc_marginal(truth: dict, point: int, bins: int = 20):
+def _mcmc_marginal(truth: dict, point: int, ink: str, bins: int = 20):
     """The MCMC samples of f at data point ``point``, a density histogram with the AIS
     weights."""
     density, edges = np.histogram(truth["samples"][:, point], bins=bins,
                                   weights=truth["weights"], density=True)
     return hv.Histogram((edges, density), kdims=["f"], vdims=["density"],
                         label=f"MCMC p(fᵢ | y), ESS {truth['ess']:.0f}").opts(
-        fill_color=MCMC_COLOUR, fill_alpha=0.15, line_color=MCMC_COLOUR, line_alpha=0.5)
+        fill_color=ink, fill_alpha=0.15, line_color=ink, line_alpha=0.5)
 
 
-def _mcmc_band(truth: dict):
-    """The MCMC reference's ±2σ band as the Live page draws it: black dashed edges and
-    a dotted mean."""
+def _mcmc_band(truth: dict, ink: str):
+    """The MCMC reference's ±2σ band as the Live page draws it: dashed edges and a
+    dotted mean, in the theme's ink."""
     b = truth["band"]
     edges = [np.column_stack([b["x"], b["lower"]]), np.column_stack([b["x"], b["upper"]])]
     return (hv.Path(edges, ["x", "f"], label="MCMC ± 2σ")
-            .opts(color=MCMC_COLOUR, line_dash="dashed", line_width=1.5, show_legend=True)
+            .opts(color=ink, line_dash="dashed", line_width=1.5, show_legend=True)
             * hv.Curve((b["x"], b["mean"]), "x", "f", label="MCMC mean")
-            .opts(color=MCMC_COLOUR, line_dash="dotted", line_width=1.5))
+            .opts(color=ink, line_dash="dotted", line_width=1.5))
 
 
 def _band(snap, label, colour, dash="solid"):
@@ -155,12 +157,12 @@ def _band(snap, label, colour, dash="solid"):
             .opts(color=colour, line_width=2, line_dash=dash))
 
 
-def comparison_plots(snaps: dict, x_label="x", truth: dict | None = None):
+def comparison_plots(snaps: dict, x_label="x", truth: dict | None = None,
+                     colours: Palette = LIGHT):
     """Bands of each method over the data, and their energy traces, from snapshots;
     with ``truth`` (``MCMCReference.truth_for``), MCMC's band and log p(y)."""
-    colours = ("#1f5fa8", "#c2571a")
     bands, traces, energies = [], [], []
-    for (name, snap), c in zip(snaps.items(), colours):
+    for (name, snap), c in zip(snaps.items(), ("#1f5fa8", "#c2571a")):
         bands.append(_band(snap, name, c))
         t = snap["trace"]
         ok = np.isfinite(t["energy"])
@@ -168,10 +170,10 @@ def comparison_plots(snaps: dict, x_label="x", truth: dict | None = None):
                                label=name).opts(color=c, line_width=2))
         energies += list(t["energy"][ok])
     if truth is not None:     # after the methods' (their dimensions name the axes), on top
-        bands.append(_mcmc_band(truth))
-        traces += _log_z_line(truth, x=0)
+        bands.append(_mcmc_band(truth, colours.ink))
+        traces += _log_z_line(truth, 0, colours.ink)
     data = next(iter(snaps.values()))["data"]
-    pts = hv.Scatter((data["x"], data["y"]), "x", "f").opts(color="#555555", size=3, alpha=0.6)
+    pts = hv.Scatter((data["x"], data["y"]), "x", "f").opts(color=colours.data, size=3, alpha=0.6)
     return (hv.Overlay(bands + [pts]).opts(title="Posterior of each method", xlabel=x_label,
                                            ylabel="latent f / data",
                                            responsive=True, min_height=300,
@@ -185,13 +187,14 @@ def _diverged(stop) -> bool:
     return stop is not None and stop.startswith("diverged")
 
 
-def _log_z_line(truth: dict, x: float) -> list:
+def _log_z_line(truth: dict, x: float, ink: str) -> list:
     """MCMC's log p(y), the value every method's energy approximates (VI's from below),
-    as a black line with ±2 standard errors shaded and a label at ``x``."""
+    as a line in the theme's ink with ±2 standard errors shaded and a label at ``x``."""
     z, se = truth["log_z"], truth["log_z_se"]
-    return [hv.HSpan(z - 2 * se, z + 2 * se).opts(color=MCMC_COLOUR, alpha=0.08),
-            hv.HLine(z).opts(color=MCMC_COLOUR, line_width=1.5),
-            hv.Text(x, z, " MCMC log p(y)", halign="left", valign="bottom", fontsize=9)]
+    return [hv.HSpan(z - 2 * se, z + 2 * se).opts(color=ink, alpha=0.08),
+            hv.HLine(z).opts(color=ink, line_width=1.5),
+            hv.Text(x, z, " MCMC log p(y)", halign="left", valign="bottom", fontsize=9)
+            .opts(color=ink)]
 
 
 def _energy_limits(energies: list, truth: dict | None) -> tuple:
@@ -208,7 +211,8 @@ def _energy_limits(energies: list, truth: dict | None) -> tuple:
     return (lo - pad, hi + pad)
 
 
-def alpha_plots(sweep: dict, index: int, x_label="x", truth: dict | None = None):
+def alpha_plots(sweep: dict, index: int, x_label="x", truth: dict | None = None,
+                colours: Palette = LIGHT):
     """Converged energy against α (with the VI value) and the posterior at α. A
     diverged run has no valid energy or band: its α is marked with a red × on the
     curve's floor and its band (PEP at that α, EP, VI) is not drawn. With ``truth``
@@ -235,9 +239,9 @@ def alpha_plots(sweep: dict, index: int, x_label="x", truth: dict | None = None)
     if vi_ok:
         curve = (curve * hv.HLine(vi["energy"]).opts(color="#4c9a2a", line_dash="dashed")
                  * hv.Text(a[0], vi["energy"], " VI (ELBO)", halign="left", valign="bottom",
-                           fontsize=9))
+                           fontsize=9).opts(color=colours.ink))
     if truth is not None:
-        for layer in _log_z_line(truth, a[0]):
+        for layer in _log_z_line(truth, a[0], colours.ink):
             curve = curve * layer
     layers = []
     if vi_ok:
@@ -247,9 +251,10 @@ def alpha_plots(sweep: dict, index: int, x_label="x", truth: dict | None = None)
     if ok[index]:
         layers.append(_band(sweep["snaps"][index], f"PEP α = {a[index]:g}", "#1f5fa8"))
     if truth is not None:
-        layers.append(_mcmc_band(truth))
+        layers.append(_mcmc_band(truth, colours.ink))
     data = sweep["snaps"][index]["data"]
-    pts = hv.Scatter((data["x"], data["y"]), "x", "f", label="data").opts(color="#555555", size=3)
+    pts = hv.Scatter((data["x"], data["y"]), "x", "f", label="data").opts(color=colours.data,
+                                                                          size=3)
     title = ("Posterior: VI → PEP(α) → EP" if ok[index] else
              f"PEP α = {a[index]:g} diverged: no band to show")
     return (curve.opts(title="Converged energy against α", responsive=True, min_height=260,
@@ -299,6 +304,7 @@ class CompareView(pn.viewable.Viewer):
         super().__init__(**params)
         self.settings = settings
         self.reference = reference
+        self.colours = palette.current()      # the session's theme, read while it is built
         self.snaps, self.sweep, self.pair_problem = None, None, None
         # the pair runs at its own α and ρ, the sweep over its own α grid
         self.pair_made = ComputedWith(settings, ignore=("method", "alpha", "rho"))
@@ -411,7 +417,8 @@ class CompareView(pn.viewable.Viewer):
 
     def _draw_pair(self):
         problem = self.pair_problem
-        band, trace = comparison_plots(self.snaps, problem.x_label, self._truth(problem))
+        band, trace = comparison_plots(self.snaps, problem.x_label, self._truth(problem),
+                                       self.colours)
         with pn.io.hold():
             self.pair_pane.object, self.pair_trace.object = band, trace
 
@@ -445,9 +452,10 @@ class CompareView(pn.viewable.Viewer):
         if self.sweep is None:
             return
         truth = self._truth(self.sweep["problem"])
-        energy, band = alpha_plots(self.sweep, self.alpha_index, self.sweep["x_label"], truth)
+        energy, band = alpha_plots(self.sweep, self.alpha_index, self.sweep["x_label"], truth,
+                                   self.colours)
         point = min(max(int(self.point_input.value), 0), len(self.sweep["problem"].x_plot) - 1)
-        picture = point_picture(self.sweep, self.alpha_index, point, truth)
+        picture = point_picture(self.sweep, self.alpha_index, point, truth, self.colours)
         with pn.io.hold():
             self.alpha_energy.object, self.alpha_band.object = energy, band
             self.alpha_point.object = picture

@@ -9,8 +9,10 @@ import numpy as np
 from bokeh.models import BasicTicker, ColumnDataSource, FactorRange, TapTool
 from bokeh.plotting import figure
 
+from . import palette
+
 LATENT = ("#1f5fa8", "#c2571a")
-OK, BAD, GREY, PAIR = "#4c9a2a", "#d62728", "#555555", "#7b3294"
+OK, BAD, PAIR = "#4c9a2a", "#d62728", "#7b3294"
 REJECTED = "#f0a030"     # a proposal that was not PD, rejected: the iterate stayed valid
 PSD_ROWS = ["cavities PSD", "posterior PSD"]
 
@@ -64,7 +66,8 @@ class LivePlots:
     every visitor) by ``build_rest``, when the page sends them after its first plot.
     Until then ``update`` fills only their sources; their labels follow when built."""
 
-    def __init__(self):
+    def __init__(self, colours: palette.Palette | None = None):
+        self.colours = colours or palette.current()
         S = lambda *c: ColumnDataSource(_empty(*c))  # noqa: E731
         self.src = {"f1": S("x", "mean", "lower", "upper"), "f2": S("x", "mean", "lower", "upper"),
                     "mcmc": S("x", "mean", "lower", "upper"), "data": S("x", "y", "index"),
@@ -79,7 +82,7 @@ class LivePlots:
         self.band = self._band()
 
     def _band(self):
-        s = self.src
+        s, ink, grey = self.src, self.colours.ink, self.colours.data
         b = _fig("Posterior: latent mean ± 2σ (click two data points)", "x", "latent f / data",
                  min_height=320, height=340)
         for d, key in enumerate(("f1", "f2")):
@@ -88,14 +91,14 @@ class LivePlots:
                     legend_label=f"latent {key} ± 2σ")
             b.line("x", "mean", source=s[key], color=c, line_width=2,
                    legend_label=f"latent {key} mean")
-        b.line("x", "lower", source=s["mcmc"], color="black", line_dash="dashed",
+        b.line("x", "lower", source=s["mcmc"], color=ink, line_dash="dashed",
                legend_label="MCMC ± 2σ")
-        b.line("x", "upper", source=s["mcmc"], color="black", line_dash="dashed",
+        b.line("x", "upper", source=s["mcmc"], color=ink, line_dash="dashed",
                legend_label="MCMC ± 2σ")
-        b.line("x", "mean", source=s["mcmc"], color="black", line_dash="dotted",
+        b.line("x", "mean", source=s["mcmc"], color=ink, line_dash="dotted",
                legend_label="MCMC mean")
-        data = b.scatter("x", "y", source=s["data"], size=6, color=GREY, alpha=0.7,
-                         legend_label="data", nonselection_alpha=0.7, selection_color=GREY)
+        data = b.scatter("x", "y", source=s["data"], size=6, color=grey, alpha=0.7,
+                         legend_label="data", nonselection_alpha=0.7, selection_color=grey)
         b.scatter("x", "y", source=s["pair"], size=14, fill_alpha=0.15, color=PAIR,
                   line_width=2, legend_label="chosen pair")
         b.add_tools(TapTool(renderers=[data]))
@@ -108,17 +111,17 @@ class LivePlots:
         as the latest ``update`` asked."""
         if self.built:
             return
-        s = self.src
+        s, ink, grey = self.src, self.colours.ink, self.colours.data
         p = _fig("Predictive", "x", "y", height=240)
         p.varea("x", "lower", "upper", source=s["pred"], fill_color=LATENT[1], fill_alpha=0.2)
         p.line("x", "mean", source=s["pred"], color=LATENT[1], line_width=2)
-        p.scatter("x", "y", source=s["pred_data"], size=4, color=GREY, alpha=0.6)
+        p.scatter("x", "y", source=s["pred_data"], size=4, color=grey, alpha=0.6)
         self.predictive = p
 
         e = _fig("Energy per iteration (the method's log p(y) approximation)", "iteration",
                  "energy", height=240)
-        e.line("iteration", "energy", source=s["energy"], color="#333333", line_width=2)
-        e.scatter("iteration", "energy", source=s["energy"], size=4, color="#333333")
+        e.line("iteration", "energy", source=s["energy"], color=ink, line_width=2)
+        e.scatter("iteration", "energy", source=s["energy"], size=4, color=ink)
         self.energy = e
 
         q = _fig("PSD status (red: not positive definite; amber: a rejected proposal was "
@@ -128,8 +131,8 @@ class LivePlots:
         self.psd = q
         g = _fig("Distance to the latest energy, |energy − latest| (log scale)", "iteration",
                  "|energy − latest|", height=240, y_axis_type="log")
-        g.line("iteration", "gap", source=s["gap"], color="#333333", line_width=2)
-        g.scatter("iteration", "gap", source=s["gap"], size=4, color="#333333")
+        g.line("iteration", "gap", source=s["gap"], color=ink, line_width=2)
+        g.scatter("iteration", "gap", source=s["gap"], size=4, color=ink)
         self.gap = g
         for f in (e, q, g):               # iterations are whole numbers: no 0.5 ticks
             f.xaxis.ticker = BasicTicker(min_interval=1)

@@ -7,21 +7,14 @@ from html import escape
 
 import panel as pn
 
-#: how the classes below look, for every pane that shows them: Panel draws each pane in
-#: a shadow root of its own, which the page's stylesheet does not reach
-STYLESHEET = """
-.bn-error { color: #b00020; font-weight: 600; }
-.bn-bad { color: #b00020; }
-.bn-good { color: #2e7d32; }
-.bn-warn { color: #9a5b00; }
-.bn-reason { color: #6b6b6b; font-style: italic; }
-.bn-caption { color: #444; }
-"""
+from . import palette
 
 
 def html_pane(text: str = "", **params) -> pn.pane.HTML:
-    """An HTML pane for text made with these snippets, with their ``STYLESHEET``."""
-    return pn.pane.HTML(text, stylesheets=[STYLESHEET], **params)
+    """An HTML pane for text made with these snippets, with the stylesheet that colours
+    them for the page's theme (``palette.current``): Panel draws each pane in a shadow
+    root of its own, which the page's stylesheet does not reach."""
+    return pn.pane.HTML(text, stylesheets=[palette.current().text_css], **params)
 
 
 def error(message) -> str:

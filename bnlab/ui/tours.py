@@ -78,7 +78,7 @@ class Tour:
         return values
 
 
-_MCMC = ("The black dashed band is the **MCMC reference** (annealed importance sampling "
+_MCMC = ("The dashed band, “MCMC ± 2σ”, is the **MCMC reference** (annealed importance sampling "
          "with elliptical slice sampling): the exact posterior up to Monte-Carlo error.")
 
 _SEPARATED = {"dataset": "separated_1d", "likelihood": "probit", "kernel": "matern52",
@@ -113,10 +113,10 @@ ALPHA = Tour(
              {"method": "ep"}, actions=("mcmc", "run")),
         Step("**The α explorer** (Compare page) runs Power EP to convergence on a grid of "
              "α from 0.01 to 1. Left: the converged energy against α, rising from VI's "
-             "ELBO (dashed) to EP's, below MCMC's log p(y) (black). Right: the bands of "
-             "VI, EP and the α on the slider — move it to compare — with MCMC's in black. "
+             "ELBO (dashed) to EP's, below MCMC's log p(y) (the solid line). Right: the "
+             "bands of VI, EP and the α on the slider — move it to compare — and MCMC's. "
              "Below: at one data point, q(fᵢ) against the tilted distribution and MCMC's "
-             "marginal (grey histogram).", {"method": "pep", "alpha": 0.5}, tab="Compare",
+             "marginal (histogram).", {"method": "pep", "alpha": 0.5}, tab="Compare",
              page={"alpha_slider": 0.5}, actions=("mcmc", "sweep")),
     ))
 
@@ -137,7 +137,7 @@ SKEWED = Tour(
              "closer to MCMC's.",
              {"method": "ep"}, actions=("mcmc", "run")),
         Step("**Side by side** (Compare page): Laplace against EP run to convergence, the "
-             "bands overlaid with MCMC's (black) and their energies (Laplace's is the "
+             "bands overlaid with MCMC's and their energies (Laplace's is the "
              "lower) against MCMC's log p(y); pick other methods A and B to compare.",
              {"method": "ep"}, tab="Compare", page={"method_a": "laplace", "method_b": "ep"},
              actions=("mcmc", "pair")),

@@ -33,8 +33,9 @@ class MCMCReference:
     method, α or ρ change."""
 
     def __init__(self):
-        # the Compare page reads the samples while the Live page may replace or drop them
-        self._lock = threading.Lock()
+        # the pages read the samples while the Live page may replace or drop them (in
+        # another thread); reentrant: ``truth_for`` reads the band under it
+        self._lock = threading.RLock()
         self.clear()
 
     def clear(self):
@@ -116,16 +117,18 @@ class MCMCReference:
         return line
 
     def band(self):
-        if self.samples is None:
-            return None
-        order = np.argsort(self.x)
-        m = self.weights @ self.samples
-        sd = np.sqrt(np.maximum(self.weights @ (self.samples - m) ** 2, 0.0))
-        m, sd = m[order], sd[order]
-        return {"x": self.x[order], "mean": m, "lower": m - 2 * sd, "upper": m + 2 * sd}
+        with self._lock:
+            if self.samples is None:
+                return None
+            order = np.argsort(self.x)
+            m = self.weights @ self.samples
+            sd = np.sqrt(np.maximum(self.weights @ (self.samples - m) ** 2, 0.0))
+            m, sd = m[order], sd[order]
+            return {"x": self.x[order], "mean": m, "lower": m - 2 * sd, "upper": m + 2 * sd}
 
     def pair(self, i: int, j: int):
-        if self.samples is None:
-            return None
-        draws = np.random.default_rng(0).choice(len(self.weights), 400, p=self.weights)
-        return self.samples[draws][:, [i, j]]
+        with self._lock:
+            if self.samples is None:
+                return None
+            draws = np.random.default_rng(0).choice(len(self.weights), 400, p=self.weights)
+            return self.samples[draws][:, [i, j]]

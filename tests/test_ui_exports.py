@@ -56,6 +56,29 @@ def test_trace_and_band_csv_hold_the_shown_numbers(lab_browser, lab_url):
     ctx.close()
 
 
+def test_mcmc_csv_holds_the_shown_reference(lab_browser, lab_url):
+    """Offered once the MCMC reference is shown: its log p(y), standard error and
+    effective sample size are the status line's, and its band one row per data point."""
+    import re
+    ctx, page = _open(lab_browser, lab_url)
+    assert not page.get_by_text("⤓ MCMC CSV", exact=True).is_visible()
+    page.get_by_role("button", name="MCMC reference").click()
+    page.wait_for_selector(".bn-mcmc .bn-ess", timeout=300_000)
+    shown = " ".join(page.locator(".bn-mcmc div").all_inner_texts())   # in a shadow root
+    log_z, se, ess = re.search(r"log p\(y\) ≈ (-?[\d.]+) ± ([\d.]+).*effective sample size "
+                               r"(\d+)", shown).groups()
+    rows = _download(page, "⤓ MCMC CSV")
+    described = page.get_by_text(re.compile(r"\d+ training points")).first.inner_text()
+    n = int(re.search(r"(\d+) training points", described).group(1))
+    assert len(rows) == n
+    for r in rows:
+        assert float(r["lower"]) <= float(r["mean"]) <= float(r["upper"])
+        assert (f"{float(r['log_p_y']):.3f}", f"{float(r['log_p_y_se']):.3f}",
+                f"{float(r['ess']):.0f}") == (log_z, se, ess)
+    assert [float(r["x"]) for r in rows] == sorted(float(r["x"]) for r in rows)
+    ctx.close()
+
+
 def test_copy_link_reproduces_the_setup(lab_browser, lab_url):
     ctx, page = _open(lab_browser, lab_url + "?method=pep&alpha=0.3&kernel=matern32")
     page.get_by_role("button", name="↪ Copy link").click()

@@ -1,6 +1,7 @@
 """The whole lab object outside a server: what a Jupyter cell gets from
 ``bnlab.ui.Lab()``, and what closing a session releases."""
 import gc
+import io
 import weakref
 
 import numpy as np
@@ -157,3 +158,19 @@ def test_csv_exports_hold_the_plotted_numbers():
     prob = [float(r["predictive_probability_mean"]) for r in band]
     np.testing.assert_array_equal(prob, lab.live.plots.src["pred"].data["mean"])
     assert all(0 <= p <= 1 for p in prob)
+    # the MCMC reference's CSV is offered while the page shows the reference
+    assert not lab.exports.mcmc_download.visible
+    lab.live.mcmc.compute(lab.live.problem, num_temps=30, num_chains=16)
+    lab.live.push()
+    assert lab.exports.mcmc_download.visible
+    text = lab.exports._mcmc().getvalue()
+    ref = lab.live.mcmc
+    shown = lab.live.plots.src["mcmc"].data
+    table = np.genfromtxt(io.StringIO(text), delimiter=",", names=True)
+    for col in ("x", "mean", "lower", "upper"):
+        np.testing.assert_array_equal(table[col], shown[col])
+    for col, value in (("log_p_y", ref.log_z), ("log_p_y_se", ref.log_z_se), ("ess", ref.ess),
+                       ("chains", 16), ("temperatures", 30)):
+        np.testing.assert_array_equal(table[col], value)
+    lab.settings.lengthscale = 2.0            # another posterior: the reference is dropped
+    assert not lab.exports.mcmc_download.visible

@@ -1,6 +1,6 @@
-"""What a teacher or a student takes away from the live page: the energy trace and the
-posterior band as CSV files, and a link that reproduces the settings. (PNG: the save
-tool on each figure's toolbar.)
+"""What a teacher or a student takes away from the live page: the energy trace, the
+posterior band and, once computed, the MCMC reference as CSV files, and a link that
+reproduces the settings. (PNG: the save tool on each figure's toolbar.)
 
 The CSV text is made from the runner's snapshot, the same numbers the plots and the
 status line show, written with 17 significant digits so they read back exactly."""
@@ -52,6 +52,24 @@ def band_csv(snap: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+MCMC_COLUMNS = ("x", "mean", "lower", "upper", "log_p_y", "log_p_y_se", "ess", "chains",
+                "temperatures")
+
+
+def mcmc_csv(truth: dict) -> str:
+    """The MCMC reference as the posterior plot shows it (``MCMCReference.truth_for``):
+    the weighted mean and ±2σ band of f at the training inputs, by x, and on every row
+    the run's log p(y), its standard error, the effective sample size and the schedule
+    (one plain table, which every CSV reader takes; a comment line is not)."""
+    b = truth["band"]
+    run = [_number(truth["log_z"]), _number(truth["log_z_se"]), _number(truth["ess"]),
+           str(int(truth["num_chains"])), str(int(truth["num_temps"]))]
+    lines = [",".join(MCMC_COLUMNS)]
+    lines += [",".join([_number(b[c][i]) for c in ("x", "mean", "lower", "upper")] + run)
+              for i in range(len(b["x"]))]
+    return "\n".join(lines) + "\n"
+
+
 #: JavaScript of the "Copy link" button: the address bar holds every setting (the page
 #: keeps it in sync); the link is shown in a field, and copied where the browser allows
 #: it (the clipboard needs https or localhost)
@@ -65,7 +83,8 @@ if (navigator.clipboard && window.isSecureContext) {
 
 
 class Exports(pn.viewable.Viewer):
-    """Download buttons for the trace and band CSVs of the current run, and the link."""
+    """Download buttons for the trace and band CSVs of the current run, the MCMC
+    reference's (offered while the page shows one), and the link."""
 
     def __init__(self, live, **params):
         super().__init__(**params)
@@ -76,16 +95,25 @@ class Exports(pn.viewable.Viewer):
         self.band_download = pn.widgets.FileDownload(
             callback=self._band, filename="bnlab-band.csv", label="⤓ Band CSV",
             color="light", width=130, css_classes=["bn-band-csv"])
-        self.link = pn.widgets.TextInput(placeholder="press Copy link", width=360,
+        self.mcmc_download = pn.widgets.FileDownload(
+            callback=self._mcmc, filename="bnlab-mcmc.csv", label="⤓ MCMC CSV",
+            color="light", width=130, css_classes=["bn-mcmc-csv"],
+            visible=live.mcmc_pane.visible)
+        live.mcmc_pane.param.watch(lambda e: setattr(self.mcmc_download, "visible", e.new),
+                                   "visible")
+        self.link = pn.widgets.TextInput(placeholder="press Copy link", width=280,
                                          css_classes=["bn-link"])
         self.copy = pn.widgets.Button(label="↪ Copy link", width=120,
                                       description="a link to this exact setup (an uploaded "
                                       "CSV file is not part of it)")
         self.copy.js_on_click(args={"field": self.link}, code=_COPY_JS)
-        self.layout = pn.Row(self.trace_download, self.band_download, self.copy, self.link,
-                             pn.pane.Markdown("PNG: the save tool of each plot.",
-                                              margin=(12, 10)),
-                             sizing_mode="stretch_width")
+        # wraps on a narrow window (as a Row, the last items were cut off at 1366 px)
+        self.layout = pn.FlexBox(self.trace_download, self.band_download, self.mcmc_download,
+                                 self.copy, self.link,
+                                 pn.pane.Markdown("PNG: the save tool of each plot.",
+                                                  margin=(12, 10)),
+                                 flex_wrap="wrap", align_items="center",
+                                 sizing_mode="stretch_width")
 
     def __panel__(self):
         return self.layout
@@ -101,3 +129,10 @@ class Exports(pn.viewable.Viewer):
 
     def _band(self):
         return io.StringIO(band_csv(self._snapshot()))
+
+    def _mcmc(self):
+        problem = self.live.problem
+        truth = None if problem is None else self.live.mcmc.truth_for(problem)
+        if truth is None:
+            raise ValueError("no MCMC reference of these settings: press “MCMC reference”")
+        return io.StringIO(mcmc_csv(truth))

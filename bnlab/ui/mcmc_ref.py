@@ -66,7 +66,8 @@ class MCMCReference:
             if self.samples is None or self.key != self.problem_key(problem):
                 return None
             return {"band": self.band(), "log_z": self.log_z, "log_z_se": self.log_z_se,
-                    "samples": self.samples, "weights": self.weights, "ess": self.ess}
+                    "samples": self.samples, "weights": self.weights, "ess": self.ess,
+                    "num_chains": self.num_chains, "num_temps": self.num_temps}
 
     def next_schedule(self, problem) -> int:
         """The number of temperatures of the next run: the default, or a refinement of

@@ -9,8 +9,8 @@ import panel as pn
 import param
 
 from . import catalog, markup, palette
-from .palette import LIGHT, Palette
 from .mcmc_ref import MCMCReference
+from .palette import LIGHT, Palette
 from .problem import build_problem
 from .provenance import ComputedWith
 from .runner import STOP_REASONS, Runner
@@ -217,8 +217,9 @@ def alpha_plots(sweep: dict, index: int, x_label="x", truth: dict | None = None,
     diverged run has no valid energy or band: its α is marked with a red × on the
     curve's floor and its band (PEP at that α, EP, VI) is not drawn. With ``truth``
     (``MCMCReference.truth_for`` of the sweep's problem), MCMC's log p(y) and band are
-    drawn too: every energy should lie below log p(y) (VI's ELBO is a bound; the tours'
-    tests check EP's on their data) and the bands widen towards MCMC's."""
+    drawn too: VI's ELBO lies below log p(y) (a bound), the Power-EP energies need not
+    (FITC's can exceed it), though on the α tour's data they do, rising towards it with
+    α as the bands widen towards MCMC's (``tests/test_ui_tours.py``)."""
     a, e = np.asarray(sweep["alpha"]), np.asarray(sweep["energy"], float)
     bad = np.array([_diverged(st) for st in sweep["stop"]])
     ok = ~bad
@@ -410,7 +411,7 @@ class CompareView(pn.viewable.Viewer):
         return None if self.reference is None else self.reference.truth_for(problem)
 
     def show_reference(self):
-        """Redraw what is shown with the reference just computed (or dropped)."""
+        """Redraw what is shown, with the reference just computed."""
         if self.snaps is not None:
             self._draw_pair()
         self._draw_sweep()

@@ -60,7 +60,8 @@ def mcmc_csv(truth: dict) -> str:
     """The MCMC reference as the posterior plot shows it (``MCMCReference.truth_for``):
     the weighted mean and ±2σ band of f at the training inputs, by x, and on every row
     the run's log p(y), its standard error, the effective sample size and the schedule
-    (one plain table, which every CSV reader takes; a comment line is not)."""
+    (one plain table: not every CSV reader skips a comment line, numpy's header
+    reading takes it for the column names)."""
     b = truth["band"]
     run = [_number(truth["log_z"]), _number(truth["log_z_se"]), _number(truth["ess"]),
            str(int(truth["num_chains"])), str(int(truth["num_temps"]))]

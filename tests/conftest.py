@@ -74,7 +74,8 @@ def pytest_runtest_makereport(item, call):
 @pytest.fixture(scope="module")
 def lab_url(request):
     """URL of a fresh ``panel serve apps/lab.py`` (stopped after the module, with the
-    module's ``LAB_SERVER_ARGS`` if it has them), its log in
+    module's ``LAB_SERVER_ARGS`` and, on top of this process's environment, its
+    ``LAB_SERVER_ENV`` if it has them), its log in
     test-output/lab-server-<module>.log (with the server's thread stacks when a test
     failed: ``pytest_runtest_makereport``)."""
     if not os.path.exists(CHROMIUM):
@@ -90,7 +91,8 @@ def lab_url(request):
                              "--port", str(port), "--num-threads", "4", "--liveness",
                              "--allow-websocket-origin", f"localhost:{port}",
                              *getattr(request.module, "LAB_SERVER_ARGS", ())],
-                            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+                            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                            env={**os.environ, **getattr(request.module, "LAB_SERVER_ENV", {})})
     url = f"http://localhost:{port}/lab"
     deadline = time.time() + 90
     while time.time() < deadline:

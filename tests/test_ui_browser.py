@@ -58,10 +58,12 @@ def _stopped(page):
 
 
 def _tab(page, name):
-    """Show the page ``name``: click its tab until it is the active one. Twice under
-    load, right after a page opened, a page's content never came (Compare's sweep
-    button, Surfaces' Compute button); a click that did not switch the tab is retried
-    and reported as a warning, one that switched it leaves the wait to the caller."""
+    """Show the page ``name``: click its tab until it is the active one. Three times
+    under load, right after a page opened, a page's content never came (Compare's sweep
+    button, Surfaces' Compute button; the last time the tab was active in the browser
+    and the server idle); a click that did not switch the tab is retried and reported
+    as a warning, one that switched it leaves the wait to the caller. The server's log
+    says "bnlab page shown" for each tab change it received."""
     tab = page.locator(".bk-tab", has_text=name).first
     active = page.locator(".bk-tab.bk-active", has_text=name)
     for attempt in range(3):

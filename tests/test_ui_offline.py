@@ -15,20 +15,7 @@ SESSION_OPENED = "bnlab session opened"      # logged by bnlab.ui.app per sessio
 #: Bokeh discards a session no page is connected to 5 s after its build or its page's
 #: disconnection (by default 15 s), and builds it again if its page connects later
 LAB_SERVER_ARGS = ("--unused-session-lifetime", "5000", "--check-unused-sessions", "1000")
-
-
-@pytest.fixture(scope="module")
-def cdn_environment():
-    mp = pytest.MonkeyPatch()
-    mp.setenv("BOKEH_RESOURCES", "cdn")
-    yield
-    mp.undo()
-
-
-@pytest.fixture(scope="module")
-def lab_url(cdn_environment, lab_url):
-    """conftest's server, started in the environment above (it inherits os.environ)."""
-    return lab_url
+LAB_SERVER_ENV = {"BOKEH_RESOURCES": "cdn"}
 
 
 def _foreign(urls, lab_url):

@@ -14,21 +14,7 @@ from test_ui_offline import SESSION_OPENED, _foreign
 pytestmark = pytest.mark.ui
 
 LAB_SERVER_ARGS = ("--unused-session-lifetime", "5000", "--check-unused-sessions", "1000")
-
-
-@pytest.fixture(scope="module")
-def impatient_environment():
-    mp = pytest.MonkeyPatch()
-    mp.setenv("BOKEH_RESOURCES", "cdn")
-    mp.setenv("BNLAB_PAGE_PATIENCE_S", "0")
-    yield
-    mp.undo()
-
-
-@pytest.fixture(scope="module")
-def lab_url(impatient_environment, lab_url):
-    """conftest's server, started in the environment above (it inherits os.environ)."""
-    return lab_url
+LAB_SERVER_ENV = {"BOKEH_RESOURCES": "cdn", "BNLAB_PAGE_PATIENCE_S": "0"}
 
 
 def test_a_page_whose_session_was_discarded_gets_a_new_one_that_works(lab_browser, lab_url,

@@ -32,7 +32,7 @@ from .exports import Exports
 from .live import LiveView
 from .settings import LabSettings, link_notice, parse_link
 from .surfaces import SurfacesView
-from .tours import TourPanel, tour_list_markdown
+from .tours import TABS, TourPanel, tour_list_markdown
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 log = logging.getLogger(__name__)
@@ -138,9 +138,18 @@ class Lab(pn.viewable.Viewer):
                             ("About", pn.pane.Markdown(ABOUT + "\n" + tour_list_markdown(),
                                                        max_width=760)),
                             dynamic=True, sizing_mode="stretch_both")
+        self.tabs.param.watch(self._log_page_shown, "active")
         self.tour = TourPanel(self)
         self.live.layout.loading = True   # a spinner until ``start`` has built the run
         pn.state.onload(self.start)         # a server: once the page is up; Jupyter: now
+
+    def _log_page_shown(self, event):
+        """A page's tab reached the server (its content is built and sent from here on).
+        Under load, about one full test run in ten, a page clicked right after the first
+        plot never showed its content, with the server idle: this line tells whether
+        the click got here."""
+        session = getattr(getattr(pn.state.curdoc, "session_context", None), "id", "-")
+        log.info("bnlab page shown: %s (%s)", TABS[event.new], session)
 
     def sync_url(self) -> bool:
         """Bind the settings to the page's address. A shared link is read value by value

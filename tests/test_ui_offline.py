@@ -55,21 +55,20 @@ def test_page_requests_stay_on_the_server_origin(lab_browser, lab_url):
     assert [u for u in requests if "mathjax" in u.lower()] == []   # 1.8 MB the lab needs not
 
 
-def test_a_page_that_connects_late_keeps_its_session_and_its_styles(lab_browser, lab_url,
-                                                                     lab_server_log):
-    """A page whose scripts arrive after the unused-session lifetime (a class arriving at
-    once on a small server) keeps the session built for it
-    (``app._keep_session_until_its_page_loads``): the server builds one session for it,
-    not a second one when it connects, and offline its page is complete
-    (``test_ui_session_rebuilt`` covers a page whose session was built again)."""
+def visit_late(lab_browser, lab_url, lab_server_log) -> tuple:
+    """Open the lab with its ``bokeh.min.js`` held back 8 s (longer than the servers'
+    5 s unused-session lifetime), step once, close: (sessions the server built for it,
+    the page's requests, its JavaScript errors)."""
     import time
 
     from playwright.sync_api import expect
     built_before = lab_server_log.read_text().count(SESSION_OPENED)
     ctx = lab_browser.new_context(viewport={"width": 1500, "height": 1300})
     page = ctx.new_page()
-    requests = []
+    requests, errors = [], []
     page.on("request", lambda r: requests.append(r.url))
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: m.type == "error" and errors.append(m.text))
     page.route("**/bokeh.min.js*", lambda route: (time.sleep(8), route.continue_()))
     page.goto(lab_url, timeout=90_000)
     page.wait_for_selector(".bn-status b", timeout=90_000)
@@ -77,7 +76,18 @@ def test_a_page_that_connects_late_keeps_its_session_and_its_styles(lab_browser,
     expect(page.locator(".bn-status b").nth(1)).to_have_text("1", timeout=30_000)  # its run
     page.wait_for_load_state("networkidle")
     ctx.close()
-    assert lab_server_log.read_text().count(SESSION_OPENED) - built_before == 1
+    return lab_server_log.read_text().count(SESSION_OPENED) - built_before, requests, errors
+
+
+def test_a_page_that_connects_late_keeps_its_session_and_its_styles(lab_browser, lab_url,
+                                                                     lab_server_log):
+    """A page whose scripts arrive after the unused-session lifetime (a class arriving at
+    once on a small server) keeps the session built for it
+    (``app._keep_session_until_its_page_loads``): the server builds one session for it,
+    not a second one when it connects, and offline its page is complete
+    (``test_ui_session_rebuilt`` covers a page whose session was built again)."""
+    built, requests, errors = visit_late(lab_browser, lab_url, lab_server_log)
+    assert built == 1 and errors == []
     assert len(requests) > 10 and _foreign(requests, lab_url) == []
 
 

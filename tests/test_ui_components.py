@@ -14,7 +14,7 @@ from bnlab.ui.live_plots import BAD, REJECTED, psd_colours
 from bnlab.ui.problem import SettingError, build_problem
 from bnlab.ui.runner import ellipse_points, make_runner
 from bnlab.ui.settings import URL_PARAMS, LabSettings
-from bnlab.ui.surfaces import surface_plots
+from bnlab.ui.surfaces import contour_layout, slice_plot
 
 
 def _gp_regression(X, y, Xs, ell, var, noise):
@@ -376,13 +376,13 @@ def test_url_parameters_round_trip():
     assert "csv_text" not in URL_PARAMS
 
 
-def test_surface_plots_mark_argmax_and_share_colour_limits():
+def test_contour_panels_mark_argmax_and_share_colour_limits():
     ls, var = np.geomspace(0.1, 10, 5), np.geomspace(0.1, 100, 4)
     z = -((np.log(var)[:, None] - 1.0) ** 2 + (np.log(ls)[None, :] - 0.5) ** 2)
     data = np.stack([z, z - 1.0])
     ds = xr.Dataset({"log_marginal_per_n": (("scheme", "variance", "lengthscale"), data)},
                     coords={"scheme": ["vi", "ep"], "variance": var, "lengthscale": ls})
-    layout, sl = surface_plots(ds, slice_index=2)
+    layout, sl = contour_layout(ds), slice_plot(ds, slice_index=2)
     panels = list(layout)
     clims = {p.get(0).opts.get().kwargs["clim"] for p in panels}
     assert len(clims) == 1
@@ -393,7 +393,7 @@ def test_surface_plots_mark_argmax_and_share_colour_limits():
     # contour levels are not legend entries: HoloViews 1.23 lists every level, as raw
     # floats, in a legend drawn over the surface unless told not to
     mcmc = xr.concat([ds, ds.isel(scheme=[0]).assign_coords(scheme=["mcmc"])], "scheme")
-    for panel in surface_plots(mcmc)[0]:
+    for panel in contour_layout(mcmc):
         assert [item for legend in hv.render(panel).legend for item in legend.items] == []
 
 
@@ -437,7 +437,7 @@ def test_learning_trajectory_climbs_to_the_exact_evidence_maximum_and_is_drawn(l
     ds = xr.Dataset({"log_marginal_per_n": (("scheme", "variance", "lengthscale"),
                                             np.zeros((2, 3, 4)))},
                     coords={"scheme": ["vi", "ep"], "variance": var, "lengthscale": ls})
-    layout, _ = surface_plots(ds, trajectories=paths)
+    layout = contour_layout(ds, trajectories=paths)
     for panel in layout:
         drawn = [el for el in panel if el.group == "Path"]
         assert len(drawn) == 1

@@ -300,7 +300,7 @@ def _surface(data, schemes):
 
 def test_surfaces_offer_the_model_s_axes_mark_theta_and_label_the_colour_bar():
     import holoviews as hv
-    from bnlab.ui.surfaces import SurfacesView, surface_plots
+    from bnlab.ui.surfaces import SurfacesView, contour_layout
     from bnlab.ui.trajectories import Trajectory
     s = LabSettings()                                   # probit, Matérn: no noise, df, period
     view = SurfacesView(s)
@@ -312,8 +312,8 @@ def test_surfaces_offer_the_model_s_axes_mark_theta_and_label_the_colour_bar():
     ds = _surface(np.random.default_rng(0).normal(size=(1, 3, 4)), ["vi"])
     path = Trajectory({"variance": np.array([1.0, 2.0]), "lengthscale": np.array([1.0, 3.0])},
                       "#ff7f0e", "converged")
-    layout, _ = surface_plots(ds, trajectories={"joint ELBO (VI)": path},
-                              current={"variance": 2.0, "lengthscale": 0.5})
+    layout = contour_layout(ds, trajectories={"joint ELBO (VI)": path},
+                            current={"variance": 2.0, "lengthscale": 0.5})
     panel = list(layout)[0]
     star = [el for el in panel
             if el.group == "Points" and el.opts.get().kwargs.get("marker") == "star"]

@@ -47,13 +47,15 @@ def band_csv(snap: dict) -> str:
     kind = snap["predictive"]["kind"]
     for part in ("mean", "lower", "upper"):
         columns[f"predictive_{kind}_{part}"] = np.asarray(snap["predictive"][part])
+    return _table(columns)
+
+
+def _table(columns: dict) -> str:
+    """CSV text of equally long numeric columns, {name: values}, a header line first."""
     lines = [",".join(columns)]
-    lines += [",".join(_number(col[i]) for col in columns.values()) for i in range(len(x))]
+    rows = zip(*columns.values())
+    lines += [",".join(_number(v) for v in row) for row in rows]
     return "\n".join(lines) + "\n"
-
-
-MCMC_COLUMNS = ("x", "mean", "lower", "upper", "log_p_y", "log_p_y_se", "ess", "chains",
-                "temperatures")
 
 
 def mcmc_csv(truth: dict) -> str:
@@ -63,12 +65,11 @@ def mcmc_csv(truth: dict) -> str:
     (one plain table: not every CSV reader skips a comment line, numpy's header
     reading takes it for the column names)."""
     b = truth["band"]
-    run = [_number(truth["log_z"]), _number(truth["log_z_se"]), _number(truth["ess"]),
-           str(int(truth["num_chains"])), str(int(truth["num_temps"]))]
-    lines = [",".join(MCMC_COLUMNS)]
-    lines += [",".join([_number(b[c][i]) for c in ("x", "mean", "lower", "upper")] + run)
-              for i in range(len(b["x"]))]
-    return "\n".join(lines) + "\n"
+    run = {"log_p_y": truth["log_z"], "log_p_y_se": truth["log_z_se"], "ess": truth["ess"],
+           "chains": truth["num_chains"], "temperatures": truth["num_temps"]}
+    n = len(b["x"])
+    return _table({**{c: b[c] for c in ("x", "mean", "lower", "upper")},
+                   **{name: np.full(n, value) for name, value in run.items()}})
 
 
 #: JavaScript of the "Copy link" button: the address bar holds every setting (the page

@@ -51,9 +51,14 @@ class MCMCReference:
         from bnlab import mcmc
         return mcmc.posterior_key(problem.model, problem.X, problem.y, problem.params)
 
+    def holds(self, problem) -> bool:
+        """Whether the samples held are of ``problem``'s posterior."""
+        with self._lock:
+            return self.samples is not None and self.key == self.problem_key(problem)
+
     def keep_for(self, problem) -> bool:
         """Keep the samples if they belong to ``problem``'s posterior, else drop them."""
-        if self.samples is not None and self.key == self.problem_key(problem):
+        if self.holds(problem):
             return True
         self.clear()
         return False
@@ -63,7 +68,7 @@ class MCMCReference:
         its standard error and the weighted samples, if the samples held are of this
         problem's posterior (else None; nothing is dropped)."""
         with self._lock:
-            if self.samples is None or self.key != self.problem_key(problem):
+            if not self.holds(problem):
                 return None
             return {"band": self.band(), "log_z": self.log_z, "log_z_se": self.log_z_se,
                     "samples": self.samples, "weights": self.weights, "ess": self.ess,
@@ -72,7 +77,7 @@ class MCMCReference:
     def next_schedule(self, problem) -> int:
         """The number of temperatures of the next run: the default, or a refinement of
         a rough run on the same problem."""
-        if self.samples is None or self.key != self.problem_key(problem) or self.ess >= MIN_ESS:
+        if not self.holds(problem) or self.ess >= MIN_ESS:
             return NUM_TEMPS
         return min(self.num_temps * REFINE, MAX_TEMPS)
 

@@ -129,10 +129,10 @@ def mcmc_note(ds, remedy: str = "") -> str:
     return markup.caption(line + ".")
 
 
-def surface_plots(ds, variable="log_marginal_per_n", slice_index=None, levels=12,
-                  trajectories=None, current=None, star_hook=None):
-    """(contour layout with shared colour limits, slice overlay) from a surface Dataset
-    with dims (scheme, axis0, axis1); ``trajectories`` ({label: Trajectory}, see
+def contour_layout(ds, variable="log_marginal_per_n", levels=12, trajectories=None,
+                   current=None, star_hook=None):
+    """The contour panels, one per method with shared colour limits, from a surface
+    Dataset with dims (scheme, axis0, axis1) (its slice: ``slice_plot``); ``trajectories`` ({label: Trajectory}, see
     ``trajectories.learn_trajectories``) are drawn on every panel, with a legend, and
     ``current`` ({axis: value}, the sidebar's θ) as a white star; ``star_hook``, if
     given, is each star's HoloViews hook (``SurfacesView`` keeps the stars' Bokeh data
@@ -183,8 +183,7 @@ def surface_plots(ds, variable="log_marginal_per_n", slice_index=None, levels=12
         panels.append(layer)
     # two per row: three panels of 340 px and the toolbar overflow the page's main
     # area on a 1366-px screen, and the third panel's colour bar was cut off
-    layout = hv.Layout(panels).cols(2)
-    return layout, slice_plot(ds, variable, slice_index)
+    return hv.Layout(panels).cols(2)
 
 
 def slice_plot(ds, variable="log_marginal_per_n", slice_index=None):
@@ -382,10 +381,10 @@ class SurfacesView(pn.viewable.Viewer):
         if self.dataset is None:
             return
         self._stars = []
-        self.contours.object = surface_plots(self.dataset, self.variable.value,
-                                             self.slice.value, trajectories=self.trajectories,
-                                             current=current_theta(self.settings),
-                                             star_hook=self._keep_star)[0]
+        self.contours.object = contour_layout(self.dataset, self.variable.value,
+                                              trajectories=self.trajectories,
+                                              current=current_theta(self.settings),
+                                              star_hook=self._keep_star)
 
     def _draw_slice(self):
         if self.dataset is not None:

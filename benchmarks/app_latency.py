@@ -41,12 +41,11 @@ def step_latency(n_train: int, method="ep"):
     live = LiveView(s, Status())
     assert live.rebuild(), live.status.errors
     r = live.runner
-    p = r.problem
     for _ in range(2):
         live.step(1)                               # warm everything
 
     def bare():
-        jax.block_until_ready(r.engine.step(p.params, p.X, p.y, r.settings, r.state))
+        jax.block_until_ready(r.stepper.step(r.state))
 
     ui_t, base_t = [], []
     for _ in range(REPEATS):                       # interleaved: both see the same load
@@ -59,7 +58,7 @@ def step_latency(n_train: int, method="ep"):
         live._tick()
         ticks += 1
     rate = ticks / (time.perf_counter() - t)
-    return len(p.x_plot), ui, base, rate
+    return len(r.problem.y), ui, base, rate
 
 
 def page_load():

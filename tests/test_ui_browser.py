@@ -14,10 +14,10 @@ pytestmark = pytest.mark.ui
 LOAD_TIMEOUT = 90_000
 
 
-def _open(browser, url):
+def _open(browser, url, viewport=(1500, 1300)):
     """A new browser context on ``url``, once its status line shows; if it never does,
     the failure says what the page showed and logged, with a screenshot beside it."""
-    ctx = browser.new_context(viewport={"width": 1500, "height": 1300})
+    ctx = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
     page = ctx.new_page()
     page.set_default_navigation_timeout(LOAD_TIMEOUT)      # a first load on a busy machine
     page.console_errors, page.console_log = [], []
@@ -251,11 +251,43 @@ _SURFACE_PANEL_JS = """(title) => {
   for (const view of Bokeh.index.all_views())
     if (view.frame && view.model.title && view.model.title.text === title) {
       const box = view.el.getBoundingClientRect(), frame = view.frame.bbox;
-      return {x: box.x, y: box.y, width: box.width, right: frame.right, top: frame.top,
-              bottom: frame.bottom};
+      return {x: box.x, y: box.y, width: box.width, height: box.height, left: frame.left,
+              right: frame.right, top: frame.top, bottom: frame.bottom};
     }
   return null;
 }"""
+
+_SCROLL_TO_PANEL_JS = """(title) => {
+  for (const view of Bokeh.index.all_views())
+    if (view.frame && view.model.title && view.model.title.text === title)
+      view.el.scrollIntoView({block: "center"});
+}"""
+
+#: what of the page reaches past the right edge of the card that holds it, where the
+#: card cuts it off: every element under the tabs, through Panel's shadow roots but not
+#: into a plot's canvas (whose glyph layers may extend past its frame, clipped)
+_PAST_THE_EDGE_JS = """() => {
+  const tabs = document.querySelector('.bk-panel-models-tabs-Tabs');
+  const edge = tabs.closest('fast-card').getBoundingClientRect().right + 1;
+  const past = [];
+  function walk(root) {
+    for (const el of root.children) {
+      const box = el.getBoundingClientRect();
+      if (box.width > 0 && box.right > edge)
+        past.push(`${el.tagName.toLowerCase()}.${[...el.classList].join('.')}: ` +
+                  `${Math.round(box.left)}–${Math.round(box.right)} px`);
+      if (el.classList.contains('bk-Canvas')) continue;
+      if (el.shadowRoot) walk(el.shadowRoot);
+      walk(el);
+    }
+  }
+  walk(tabs);
+  if (tabs.shadowRoot) walk(tabs.shadowRoot);
+  return past;
+}"""
+
+#: a projector's screen, the sidebar open: ≈ 600 px for a page
+PROJECTOR = (1024, 768)
 
 
 #: whether the ★ of all four surface panels stands at log10 of ℓ (the argument)
@@ -270,18 +302,38 @@ _STARS_AT_JS = """(lengthscale) => {
 }"""
 
 
-def test_surface_panels_paint_their_colour_bar_beside_the_frame(lab_browser, lab_url, shots):
-    """Each surface panel's colour bar is painted right of its frame. With the pages in
-    one Column with the tour panel, the panels were painted with the colour bar where the
-    y axis belongs and nothing right of the frame, while BokehJS's layout numbers were
-    right: only the pixels show it. Then a new ℓ in the sidebar moves the ★ of every
-    panel there."""
+def test_a_projector_shows_the_live_and_compare_pages_whole(lab_browser, lab_url, shots):
+    """At 1024 × 768 with the sidebar open (≈ 600 px for a page) nothing of the Live page,
+    its later plots included, nor of the Compare page with a pair run, reaches past the
+    card that holds it. The Live page's row of driving buttons, a plain Row, had made the
+    pages 830 px wide: the card cut off the plots' legends and tools, the iteration cap
+    and the MCMC button, and the third of three plots in a row."""
+    ctx, page = _open(lab_browser, lab_url, viewport=PROJECTOR)
+    page.wait_for_selector(".bn-psd canvas", state="attached", timeout=60_000)
+    page.wait_for_timeout(1000)                       # the later plots laid out
+    assert page.evaluate(_PAST_THE_EDGE_JS) == []
+    _tab(page, "Compare")
+    page.get_by_role("button", name="Run both to convergence").click()
+    page.wait_for_selector(".bn-compare-table td.bn-alpha", timeout=240_000)
+    page.wait_for_timeout(1500)                       # the pair's plots drawn
+    page.screenshot(path=str(shots / "ui-projector-compare.png"))
+    assert page.evaluate(_PAST_THE_EDGE_JS) == []
+    assert page.console_errors == []
+    ctx.close()
+
+
+def test_surface_panels_paint_their_colour_bar_under_the_frame(lab_browser, lab_url, shots):
+    """On a projector's 1024 × 768 screen, the computed surfaces fit the page, and each
+    panel's colour bar is painted under its frame. (With the pages in one Column with the
+    tour panel, the panels were painted with the colour bar where the y axis belongs,
+    while BokehJS's layout numbers were right: only the pixels show it.) Then a new ℓ in
+    the sidebar moves the ★ of every panel there."""
     import io
 
     import numpy as np
     from PIL import Image
 
-    ctx, page = _open(lab_browser, lab_url)
+    ctx, page = _open(lab_browser, lab_url, viewport=PROJECTOR)
     _tab(page, "Surfaces")
     page.get_by_role("button", name="Compute surfaces").click()
     panel = None
@@ -292,10 +344,13 @@ def test_surface_panels_paint_their_colour_bar_beside_the_frame(lab_browser, lab
         page.wait_for_timeout(500)
     assert panel, "no surface panel drawn"
     page.wait_for_timeout(1000)                         # its last paint
-    strip = {"x": panel["x"] + panel["right"] + 4, "y": panel["y"] + panel["top"],
-             "width": panel["width"] - panel["right"] - 8,
-             "height": panel["bottom"] - panel["top"]}
-    page.screenshot(path=str(shots / "ui-surface-panels.png"), full_page=True)
+    assert page.evaluate(_PAST_THE_EDGE_JS) == []
+    page.evaluate(_SCROLL_TO_PANEL_JS, "laplace")          # its colour bar in the window
+    panel = page.evaluate(_SURFACE_PANEL_JS, "laplace")
+    strip = {"x": panel["x"] + panel["left"], "y": panel["y"] + panel["bottom"] + 4,
+             "width": panel["right"] - panel["left"],
+             "height": panel["height"] - panel["bottom"] - 8}
+    page.screenshot(path=str(shots / "ui-surface-panels.png"))
     rgb = np.asarray(Image.open(io.BytesIO(page.screenshot(clip=strip))).convert("RGB"), int)
     coloured = int((rgb.max(-1) - rgb.min(-1) > 80).sum())   # viridis, not grey or white
     assert coloured > 500, (coloured, panel)

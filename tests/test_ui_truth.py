@@ -321,7 +321,7 @@ def test_surfaces_offer_the_model_s_axes_mark_theta_and_label_the_colour_bar():
     fig = hv.render(panel)
     labels = [item.label["value"] for legend in fig.legend for item in legend.items]
     assert labels == ["joint ELBO (VI)"]
-    bars = [r for r in fig.right if type(r).__name__ == "ColorBar"]
+    bars = [r for r in fig.below if type(r).__name__ == "ColorBar"]
     assert bars and bars[0].title == "log p(y) / n"
 
 

@@ -12,6 +12,7 @@ from . import catalog, markup, palette
 from .mcmc_ref import MCMCReference
 from .palette import LIGHT, Palette
 from .problem import build_problem
+from .layout import controls_row
 from .provenance import ComputedWith
 from .runner import STOP_REASONS, Runner
 from .settings import LabSettings
@@ -323,7 +324,9 @@ class CompareView(pn.viewable.Viewer):
         sweep.on_click(lambda e: self.run_sweep())
         # each plot keeps its own ranges: Panel links the axes of panes that share a
         # dimension, and the α explorer's energy (a few tenths across α) was drawn on
-        # the pair's energy-per-iteration scale (tens), a flat line
+        # the pair's energy-per-iteration scale (tens), a flat line. One plot per line:
+        # two side by side on a projector's 1024 px left a band's frame ≈ 50 px wide
+        # beside its legend
         plot = lambda: pn.pane.HoloViews(None, sizing_mode="stretch_width",  # noqa: E731
                                          linked_axes=False)
         self.pair_pane, self.pair_trace = plot(), plot()
@@ -349,14 +352,14 @@ class CompareView(pn.viewable.Viewer):
         W = self.widgets
         self.layout = pn.Column(
             pn.pane.Markdown("### Two methods, same data and hyperparameters\n\n" + TRUTH_NOTE),
-            _controls_row(W["method_a"], W["alpha_a"], W["rho_a"], W["method_b"], W["alpha_b"],
+            controls_row(W["method_a"], W["alpha_a"], W["rho_a"], W["method_b"], W["alpha_b"],
                           W["rho_b"], run),
             self.error, self.pair_made.note, self.table,
-            pn.Row(self.pair_pane, self.pair_trace),
+            self.pair_pane, self.pair_trace,
             pn.pane.Markdown("### α explorer — Power EP between VI (α → 0) and EP (α = 1)"),
-            _controls_row(sweep, self.alpha_slider, self.point_input, self.progress),
+            controls_row(sweep, self.alpha_slider, self.point_input, self.progress),
             self.sweep_made.note, self.note,
-            pn.Row(self.alpha_energy, self.alpha_band), self.alpha_point,
+            self.alpha_band, self.alpha_energy, self.alpha_point,
             sizing_mode="stretch_width")
 
     def __panel__(self):
@@ -461,10 +464,3 @@ class CompareView(pn.viewable.Viewer):
             self.alpha_energy.object, self.alpha_band.object = energy, band
             self.alpha_point.object = picture
             self.note.object = sweep_note(self.sweep)
-
-
-def _controls_row(*widgets):
-    """A row of fixed-width controls that wraps on a narrow window (a ``Row`` cut the
-    last button's label off at 1400 px), their boxes and buttons on one baseline."""
-    return pn.FlexBox(*widgets, flex_wrap="wrap", align_items="flex-end",
-                      sizing_mode="stretch_width")

@@ -10,6 +10,7 @@ import param
 
 from . import markup
 from .controls import Status
+from .layout import controls_row
 from .live_plots import LivePlots
 from .mcmc_ref import MCMCReference
 from .problem import SettingError, build_problem
@@ -91,8 +92,8 @@ class LiveView(pn.viewable.Viewer):
                                           sizing_mode="stretch_width", visible=False)
         self.description = pn.pane.Markdown("", sizing_mode="stretch_width", margin=(0, 10))
         self.layout = pn.Column(
-            pn.Row(self.run_button, self.pause_button, self.step_button, self.reset_button,
-                   self.speed, self.cap, self.mcmc_button, sizing_mode="stretch_width"),
+            controls_row(self.run_button, self.pause_button, self.step_button,
+                         self.reset_button, self.speed, self.cap, self.mcmc_button),
             self.status_pane, self.description, self.mcmc_pane, self.panes["band"],
             sizing_mode="stretch_width")
 
@@ -121,11 +122,11 @@ class LiveView(pn.viewable.Viewer):
         self.layout.extend([
             self.gap_toggle, pn.Row(P["energy"], P["gap"], sizing_mode="stretch_width"),
             P["psd"],
-            pn.Row(P["predictive"], P["site_prec"], P["site_nat1"], sizing_mode="stretch_width"),
+            P["predictive"], pn.Row(P["site_prec"], P["site_nat1"], sizing_mode="stretch_width"),
             pn.Row(pn.Column(pn.pane.Markdown("**Two points** — the joint Gaussian q(fᵢ, fⱼ) "
                                               "of two latent values; click two data points in "
                                               "the posterior plot or pick their indices."),
-                             pn.Row(self.pick_i, self.pick_j, pick)), P["joint"])])
+                             controls_row(self.pick_i, self.pick_j, pick)), P["joint"])])
 
     def __panel__(self):
         return self.layout

@@ -14,6 +14,7 @@ import panel as pn
 import param
 
 from . import catalog, markup
+from .layout import controls_row
 from .mcmc_ref import schedule_ladder
 from .problem import build_problem
 from .provenance import ComputedWith
@@ -25,6 +26,10 @@ AXES = ("lengthscale", "variance", "period", "noise", "scale", "df", "alpha")
 THETA_SETTINGS = {**{a: a for a in AXES}, "noise": "lik_scale", "scale": "lik_scale"}
 #: how each variable is labelled (the colour bar, the slice's axis)
 VARIABLE_LABELS = {"log_marginal_per_n": "log p(y) / n", "log_marginal": "log p(y)"}
+#: a surface panel's size: two to a row within the ≈ 600 px a page has at 1024 px with
+#: the sidebar open (three of 340 px cut the third colour bar off even at 1366 px), each
+#: colour bar below its frame, which a bar beside it left ≈ 100 px wide
+PANEL_WIDTH, PANEL_HEIGHT = 290, 350
 
 
 def available_axes(settings: LabSettings, methods=()) -> list:
@@ -161,8 +166,8 @@ def contour_layout(ds, variable="log_marginal_per_n", levels=12, trajectories=No
     for k, m in enumerate(methods):
         z = vals[k]
         img = hv.Image((x, y, z), [f"log10 {ax1}", f"log10 {ax0}"], zdim).opts(
-            cmap="viridis", clim=clim, colorbar=True, tools=["hover"], title=m,
-            width=340, height=300)
+            cmap="viridis", clim=clim, colorbar=True, colorbar_position="bottom",
+            tools=["hover"], title=m, width=PANEL_WIDTH, height=PANEL_HEIGHT)
         layer = img * hv.operation.contours(img, levels=levels, filled=False).opts(
             cmap=["#ffffff"], line_width=1, colorbar=False, alpha=0.6, show_legend=False)
         if np.isfinite(z).any():
@@ -181,8 +186,6 @@ def contour_layout(ds, variable="log_marginal_per_n", levels=12, trajectories=No
         if trajectories:
             layer = layer.opts(show_legend=True, legend_position="bottom_right")
         panels.append(layer)
-    # two per row: three panels of 340 px and the toolbar overflow the page's main
-    # area on a 1366-px screen, and the third panel's colour bar was cut off
     return hv.Layout(panels).cols(2)
 
 
@@ -239,50 +242,56 @@ class SurfacesView(pn.viewable.Viewer):
             label="Learning trajectories (optimise the two axes from the sidebar's values)",
             options=list(LEARNERS), value=[], sizing_mode="stretch_width")
         self.trajectories = {}
-        self.compute_button = pn.widgets.Button(label="Compute surfaces", color="primary")
-        self.cancel_button = pn.widgets.Button(label="Cancel", color="danger", disabled=True)
+        self.compute_button = pn.widgets.Button(label="Compute surfaces", color="primary",
+                                                width=200)
+        self.cancel_button = pn.widgets.Button(label="Cancel", color="danger", disabled=True,
+                                               width=120)
         self.compute_button.on_click(lambda e: self.compute())
         self.cancel_button.on_click(lambda e: self._cancel.set())
         self.progress = pn.indicators.Progress(value=0, max=100, width=300, visible=False)
         self.variable = pn.widgets.RadioButtonGroup(
             options={"log p(y) / n": "log_marginal_per_n", "log p(y)": "log_marginal"},
-            value="log_marginal_per_n")
+            value="log_marginal_per_n", width=240)
         self.slice = pn.widgets.IntSlider(label="Slice row", start=0, end=self.points - 1,
                                           value=self.points // 2, width=300)
         self.variable.param.watch(lambda e: self.draw(), "value")
         self.slice.param.watch(lambda e: self._draw_slice(), "value")   # the slice alone
         self.contours = pn.pane.HoloViews(None, sizing_mode="stretch_width")
         self.slice_pane = pn.pane.HoloViews(None, sizing_mode="stretch_width")
-        self.downloads = pn.Row(
+        self.downloads = controls_row(
             pn.widgets.FileDownload(callback=self._csv, filename="surface.csv",
-                                    label="Download CSV", color="light"),
+                                    label="Download CSV", color="light", width=160),
             pn.widgets.FileDownload(callback=self._netcdf, filename="surface.nc",
-                                    label="Download netCDF", color="light"),
-            pn.pane.Markdown("PNG: the save tool on each plot's toolbar."), visible=False)
+                                    label="Download netCDF", color="light", width=160),
+            pn.pane.Markdown("PNG: the save tool on each plot's toolbar.", width=300))
+        self.downloads.visible = False
         p = self.param
         self.mcmc_temps_widget = pn.widgets.Select.from_param(
             p.mcmc_temps, label="MCMC temperatures (AIS)", width=200,
             visible="mcmc" in self.methods.value)
         self.methods.param.watch(
             lambda e: setattr(self.mcmc_temps_widget, "visible", "mcmc" in e.new), "value")
-        axis_row = pn.Row(
+        axis_row = controls_row(
             pn.Column(pn.widgets.Select.from_param(p.axis0, label="Rows", width=130),
                       pn.widgets.FloatInput.from_param(p.lo0, label="from", width=130),
-                      pn.widgets.FloatInput.from_param(p.hi0, label="to", width=130)),
+                      pn.widgets.FloatInput.from_param(p.hi0, label="to", width=130),
+                      width=140),
             pn.Column(pn.widgets.Select.from_param(p.axis1, label="Columns", width=130),
                       pn.widgets.FloatInput.from_param(p.lo1, label="from", width=130),
-                      pn.widgets.FloatInput.from_param(p.hi1, label="to", width=130)),
+                      pn.widgets.FloatInput.from_param(p.hi1, label="to", width=130),
+                      width=140),
             pn.Column(pn.widgets.IntSlider.from_param(p.points, label="Points per axis",
                                                       width=200),
-                      self.mcmc_temps_widget))
+                      self.mcmc_temps_widget, width=210))
         self.layout = pn.Column(
             pn.pane.Markdown("### Marginal-likelihood surfaces\nEach method's approximation of "
                              "log p(y | θ) on a log-spaced grid (hyperparameters fixed per cell; "
                              "other settings from the sidebar). Dashed black: MCMC (AIS). "
                              "Red ×: the best cell. ★: the sidebar's hyperparameters. "
                              "Learning paths run from a hollow to a filled circle."),
-            self.methods, axis_row, self.learners, pn.Row(self.compute_button, self.cancel_button, self.progress),
-            self.message, self.made.note, pn.Row(self.variable, self.slice), self.contours,
+            self.methods, axis_row, self.learners,
+            controls_row(self.compute_button, self.cancel_button, self.progress),
+            self.message, self.made.note, controls_row(self.variable, self.slice), self.contours,
             self.slice_pane,
             self.downloads, sizing_mode="stretch_width")
 

@@ -31,8 +31,8 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 LOAD_TIMEOUT_MS = 480_000
 #: the step (1-based) each tour's screenshot shows, and the window height that shows
 #: its point (the cavity tour's PSD strip, the surfaces' contours)
-TOUR_SHOTS = {"alpha": (6, 1100), "skewed": (1, 1100), "cavities": (1, 1350),
-              "sparse": (5, 1100), "surface": (1, 1850)}
+TOUR_SHOTS = {"alpha": (6, 1700), "skewed": (1, 1100), "cavities": (1, 1350),
+              "sparse": (5, 1250), "surface": (1, 1850)}
 
 
 def free_port() -> int:

@@ -359,7 +359,7 @@ class CompareView(pn.viewable.Viewer):
             pn.pane.Markdown("### α explorer — Power EP between VI (α → 0) and EP (α = 1)"),
             controls_row(sweep, self.alpha_slider, self.point_input, self.progress),
             self.sweep_made.note, self.note,
-            self.alpha_band, self.alpha_energy, self.alpha_point,
+            self.alpha_energy, self.alpha_band, self.alpha_point,
             sizing_mode="stretch_width")
 
     def __panel__(self):

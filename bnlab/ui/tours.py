@@ -112,10 +112,10 @@ ALPHA = Tour(
              "means hardly move with α: on these data α changes the spread.",
              {"method": "ep"}, actions=("mcmc", "run")),
         Step("**The α explorer** (Compare page) runs Power EP to convergence on a grid of "
-             "α from 0.01 to 1. Left: the converged energy against α, rising from VI's "
-             "ELBO (dashed) to EP's, below MCMC's log p(y) (the solid line). Right: the "
-             "bands of VI, EP and the α on the slider — move it to compare — and MCMC's. "
-             "Below: at one data point, q(fᵢ) against the tilted distribution and MCMC's "
+             "α from 0.01 to 1: the converged energy against α, rising from VI's ELBO "
+             "(dashed) to EP's, below MCMC's log p(y) (the solid line); under it the "
+             "bands of VI, EP and the α on the slider — move it to compare — and MCMC's; "
+             "last, at one data point, q(fᵢ) against the tilted distribution and MCMC's "
              "marginal (histogram).", {"method": "pep", "alpha": 0.5}, tab="Compare",
              page={"alpha_slider": 0.5}, actions=("mcmc", "sweep")),
     ))

@@ -9,10 +9,10 @@ import panel as pn
 import param
 
 from . import catalog, markup, palette
+from .layout import controls_row
 from .mcmc_ref import MCMCReference
 from .palette import LIGHT, Palette
 from .problem import build_problem
-from .layout import controls_row
 from .provenance import ComputedWith
 from .runner import STOP_REASONS, Runner
 from .settings import LabSettings
@@ -353,7 +353,7 @@ class CompareView(pn.viewable.Viewer):
         self.layout = pn.Column(
             pn.pane.Markdown("### Two methods, same data and hyperparameters\n\n" + TRUTH_NOTE),
             controls_row(W["method_a"], W["alpha_a"], W["rho_a"], W["method_b"], W["alpha_b"],
-                          W["rho_b"], run),
+                         W["rho_b"], run),
             self.error, self.pair_made.note, self.table,
             self.pair_pane, self.pair_trace,
             pn.pane.Markdown("### α explorer — Power EP between VI (α → 0) and EP (α = 1)"),

@@ -1,6 +1,6 @@
 """Rows that fit the window they are shown in. The lab is projected in classrooms, often
-at 1024 × 768 with the sidebar open (≈ 620 px for a page): a ``Row`` is as wide as the
-sum of its children's widths and Panel's tabs take the widest page's width, so one row of
+at 1024 × 768 with the sidebar open (≈ 600 px for a page): a ``Row`` is as wide as the
+sum of its children's widths and Panel's tabs take the shown page's width, so one row of
 fixed-width controls pushed the whole page past the window's edge, where it was cut off
 (the plots' legends and tools, the iteration cap, the MCMC button)."""
 from __future__ import annotations
@@ -13,4 +13,3 @@ def controls_row(*widgets) -> pn.FlexBox:
     too narrow; their boxes and buttons share one baseline."""
     return pn.FlexBox(*widgets, flex_wrap="wrap", align_items="flex-end",
                       sizing_mode="stretch_width")
-

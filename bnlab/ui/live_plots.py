@@ -124,7 +124,7 @@ class LivePlots:
         e.scatter("iteration", "energy", source=s["energy"], size=4, color=ink)
         self.energy = e
 
-        q = _fig("PSD status (red: not positive definite; amber: such a step rejected)",
+        q = _fig("PSD status (red: not PD; amber: a non-PD step, rejected)",
                  "iteration", "",
                  y_range=FactorRange(*PSD_ROWS), height=130)
         q.rect("iteration", "check", width=0.9, height=0.8, source=s["psd"], color="colour")

@@ -11,6 +11,8 @@ import io
 import numpy as np
 import panel as pn
 
+from .layout import controls_row
+
 TRACE_COLUMNS = ("iteration", "energy", "step_size", "max_change", "posterior_psd",
                  "cavity_psd", "accepted")
 
@@ -109,13 +111,11 @@ class Exports(pn.viewable.Viewer):
                                       description="a link to this exact setup (an uploaded "
                                       "CSV file is not part of it)")
         self.copy.js_on_click(args={"field": self.link}, code=_COPY_JS)
-        # wraps on a narrow window (as a Row, the last items were cut off at 1366 px)
-        self.layout = pn.FlexBox(self.trace_download, self.band_download, self.mcmc_download,
-                                 self.copy, self.link,
-                                 pn.pane.Markdown("PNG: the save tool of each plot.",
-                                                  margin=(12, 10)),
-                                 flex_wrap="wrap", align_items="center",
-                                 sizing_mode="stretch_width")
+        self.layout = controls_row(self.trace_download, self.band_download,
+                                   self.mcmc_download, self.copy, self.link,
+                                   pn.pane.Markdown("PNG: the save tool of each plot.",
+                                                    margin=(12, 10)),
+                                   align_items="center")
 
     def __panel__(self):
         return self.layout

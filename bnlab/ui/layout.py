@@ -8,8 +8,9 @@ from __future__ import annotations
 import panel as pn
 
 
-def controls_row(*widgets) -> pn.FlexBox:
+def controls_row(*widgets, align_items: str = "flex-end", **params) -> pn.FlexBox:
     """Fixed-width controls side by side, wrapping onto a new line where the window is
-    too narrow; their boxes and buttons share one baseline."""
-    return pn.FlexBox(*widgets, flex_wrap="wrap", align_items="flex-end",
-                      sizing_mode="stretch_width")
+    too narrow; by default their boxes and buttons share one baseline. ``params``: the
+    FlexBox's other parameters (``visible``, ...)."""
+    return pn.FlexBox(*widgets, flex_wrap="wrap", align_items=align_items,
+                      sizing_mode="stretch_width", **params)

@@ -263,8 +263,8 @@ class SurfacesView(pn.viewable.Viewer):
                                     label="Download CSV", color="light", width=160),
             pn.widgets.FileDownload(callback=self._netcdf, filename="surface.nc",
                                     label="Download netCDF", color="light", width=160),
-            pn.pane.Markdown("PNG: the save tool on each plot's toolbar.", width=300))
-        self.downloads.visible = False
+            pn.pane.Markdown("PNG: the save tool on each plot's toolbar.", width=300),
+            visible=False)
         p = self.param
         self.mcmc_temps_widget = pn.widgets.Select.from_param(
             p.mcmc_temps, label="MCMC temperatures (AIS)", width=200,

@@ -91,12 +91,18 @@ def _choose(page, control, label):
     page.locator(f".ctl-{control} select").select_option(label=label)
 
 
-def test_default_page_loads_without_console_errors(lab_browser, lab_url, shots):
+def test_default_page_loads_without_console_errors_or_warnings(lab_browser, lab_url, shots):
+    """No warning either: Bokeh warned "could not set initial ranges" at each render of a
+    figure with no data yet (the band before its first run, the distance plot before a
+    second iteration, the two-point plot before a pick), 17 times on this page."""
     ctx, page = _open(lab_browser, lab_url)
     assert _method(page) == "vi" and _iteration(page) == 0
     page.wait_for_selector(".bn-band canvas", state="attached", timeout=30_000)
+    page.wait_for_selector(".bn-psd canvas", state="attached", timeout=60_000)
+    page.wait_for_timeout(1000)                       # the later plots rendered
     page.screenshot(path=str(shots / "ui-default.png"), full_page=True)
     assert page.console_errors == []
+    assert [m for m in page.console_log if m.startswith("warning")] == []
     ctx.close()
 
 

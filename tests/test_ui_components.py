@@ -10,7 +10,7 @@ import bnlab
 from bnlab.ui.compare import converge
 from bnlab.ui.controls import Controls, Status
 from bnlab.ui.live import LiveView
-from bnlab.ui.live_plots import BAD, REJECTED, psd_colours
+from bnlab.ui.live_plots import BAD, FRAMES, REJECTED, psd_colours
 from bnlab.ui.problem import SettingError, build_problem
 from bnlab.ui.runner import ellipse_points, make_runner
 from bnlab.ui.settings import URL_PARAMS, LabSettings
@@ -328,7 +328,9 @@ def test_live_view_step_updates_plot_sources_and_bad_settings_leave_no_run():
 
 def _assert_no_run(live):
     assert live.runner is None and live.problem is None
-    assert all(len(next(iter(src.data.values()))) == 0 for src in live.plots.src.values())
+    assert all(len(next(iter(src.data.values()))) == 0
+               for key, src in live.plots.src.items() if key not in FRAMES)
+    assert _framed(live.plots) == set(FRAMES)
     assert live.run_button.disabled and live.step_button.disabled and live.reset_button.disabled
     live.run()
     live.step(3)
@@ -366,6 +368,24 @@ def test_legends_list_only_what_has_data():
     s.param.update(dataset="classification_1d")
     assert "latent" not in live.plots.site_prec.title.text
     assert not {"MCMC ± 2σ", "MCMC mean"} & _legend_labels(band)
+
+
+def _framed(plots):
+    return {key for key in FRAMES if len(plots.src[key].data[next(iter(plots.src[key].data))])}
+
+
+def test_figures_are_framed_exactly_while_they_have_no_data():
+    """A figure with no data has no automatic range in Bokeh (NaN: axes with no ticks, a
+    console warning at every render), so it is framed by a fixed extent until its data
+    come; then the frame is emptied, or the ranges would span it beside the data."""
+    live = LiveView(LabSettings(method="vi"), Status())
+    assert _framed(live.plots) == set(FRAMES)          # the page before its first run
+    assert live.rebuild()
+    live.show_all()
+    assert _framed(live.plots) == {"gap_frame", "joint_frame"}     # iteration 0, no pair
+    live.step(3)
+    live.select_pair(1, 4)
+    assert _framed(live.plots) == set()
 
 
 def test_url_parameters_round_trip():

@@ -15,6 +15,12 @@ LATENT = ("#1f5fa8", "#c2571a")
 OK, BAD, PAIR = "#4c9a2a", "#d62728", "#7b3294"
 REJECTED = "#f0a030"     # a proposal that was not PD, rejected: the iterate stayed valid
 PSD_ROWS = ["cavities PSD", "posterior PSD"]
+# The figures that start empty, each framed by an extent until its sources have data:
+# Bokeh's automatic range has no bounds on no data (NaN, or a guess on a log axis), so
+# the axes carry no ticks and the console logs a warning at every render.
+FRAMES = {"band_frame": (("f1", "f2", "mcmc", "data"), {"x": [-1.0, 1.0], "y": [-1.0, 1.0]}),
+          "gap_frame": (("gap",), {"iteration": [0, 1], "gap": [0.1, 10.0]}),
+          "joint_frame": (("samples", "ellipse", "jmean"), {"a": [-1.0, 1.0], "b": [-1.0, 1.0]})}
 
 
 def _fig(title, x_label, y_label, **kw):
@@ -26,6 +32,13 @@ def _fig(title, x_label, y_label, **kw):
 
 def _empty(*cols):
     return {c: [] for c in cols}
+
+
+def _add_frame(fig, frame: str, source) -> None:
+    """An invisible glyph on ``source`` that the figure's automatic ranges still count;
+    ``LivePlots`` fills it with ``FRAMES[frame]``'s extent while the figure has no data."""
+    x, y = FRAMES[frame][1]
+    fig.scatter(x, y, source=source, visible=False)
 
 
 def _legend_lists_what_has_data(fig):
@@ -76,10 +89,13 @@ class LivePlots:
                     "gap": S("iteration", "gap"),
                     "psd": S("iteration", "check", "colour"),
                     "prec": S("x", "prec", "colour"), "nat1": S("x", "nat1"),
-                    "samples": S("a", "b"), "ellipse": S("a", "b"), "jmean": S("a", "b")}
+                    "samples": S("a", "b"), "ellipse": S("a", "b"), "jmean": S("a", "b"),
+                    "band_frame": S("x", "y"), "gap_frame": S("iteration", "gap"),
+                    "joint_frame": S("a", "b")}
         self.built = False
         self._labels = {"x": "x", "probability": False, "joint": None, "latents": 1}
         self.band = self._band()
+        self._frame_the_empty()
 
     def _band(self):
         s, ink, grey = self.src, self.colours.ink, self.colours.data
@@ -102,6 +118,7 @@ class LivePlots:
         b.scatter("x", "y", source=s["pair"], size=14, fill_alpha=0.15, color=PAIR,
                   line_width=2, legend_label="chosen pair")
         b.add_tools(TapTool(renderers=[data]))
+        _add_frame(b, "band_frame", s["band_frame"])
         b.legend.click_policy = "hide"
         b.add_layout(b.legend[0], "right")      # beside the plot: inside, it hid data points
         return b
@@ -133,6 +150,7 @@ class LivePlots:
                  "|energy − latest|", height=240, y_axis_type="log")
         g.line("iteration", "gap", source=s["gap"], color=ink, line_width=2)
         g.scatter("iteration", "gap", source=s["gap"], size=4, color=ink)
+        _add_frame(g, "gap_frame", s["gap_frame"])
         self.gap = g
         for f in (e, q, g):               # iterations are whole numbers: no 0.5 ticks
             f.xaxis.ticker = BasicTicker(min_interval=1)
@@ -150,6 +168,7 @@ class LivePlots:
         j.line("a", "b", source=s["ellipse"], color=LATENT[0], line_width=2,
                legend_label="q: 2σ ellipse")
         j.scatter("a", "b", source=s["jmean"], color=LATENT[0], size=9, legend_label="q mean")
+        _add_frame(j, "joint_frame", s["joint_frame"])
         j.legend.orientation = "horizontal"
         j.add_layout(j.legend[0], "below")       # inside, it covered the samples' tail
         self.joint = j
@@ -212,11 +231,21 @@ class LivePlots:
         self._labels["joint"] = joint
         self._label()
 
+    def _frame_the_empty(self):
+        """Each ``FRAMES`` source holds its extent exactly while its figure has no data
+        (set only when that changes: an update sends nothing for it)."""
+        rows = lambda key: len(next(iter(self.src[key].data.values())))  # noqa: E731
+        for frame, (sources, extent) in FRAMES.items():
+            empty = all(rows(k) == 0 for k in sources)
+            if empty != (rows(frame) > 0):
+                self.src[frame].data = dict(extent) if empty else _empty(*extent)
+
     def _label(self):
         """Axis labels, titles and legends that follow the data: on the band always, on
         the other figures once they are built."""
         self.band.xaxis.axis_label = self._labels["x"]
         _legend_lists_what_has_data(self.band)
+        self._frame_the_empty()
         if not self.built:
             return
         for f in (self.predictive, self.site_prec, self.site_nat1):

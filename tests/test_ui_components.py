@@ -364,9 +364,9 @@ def test_legends_list_only_what_has_data():
     s.param.update(dataset="heteroscedastic_1d")            # two latents: f2 has a band
     assert st.errors == {}
     assert {"latent f2 ± 2σ", "latent f2 mean"} <= _legend_labels(band)
-    assert "of latent f1" in live.plots.site_prec.title.text      # the sites shown: f1's
+    assert "of f1" in live.plots.site_prec.title.text      # the sites shown: f1's
     s.param.update(dataset="classification_1d")
-    assert "latent" not in live.plots.site_prec.title.text
+    assert "of f1" not in live.plots.site_prec.title.text
     assert not {"MCMC ± 2σ", "MCMC mean"} & _legend_labels(band)
 
 

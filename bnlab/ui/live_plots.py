@@ -155,7 +155,7 @@ class LivePlots:
         for f in (e, q, g):               # iterations are whole numbers: no 0.5 ticks
             f.xaxis.ticker = BasicTicker(min_interval=1)
 
-        sp = _fig("Site precisions Λ̄ₙ (red: negative)", "x", "Λ̄ₙ", height=240)
+        sp = _fig("Site precisions Λ̄ₙ", "x", "Λ̄ₙ (red: < 0)", height=240)
         sp.scatter("x", "prec", source=s["prec"], color="colour", size=5)
         sn = _fig("Site natural means ν̄ₙ", "x", "ν̄ₙ", height=240)
         sn.scatter("x", "nat1", source=s["nat1"], color=LATENT[1], size=5)
@@ -252,9 +252,10 @@ class LivePlots:
             f.xaxis.axis_label = self._labels["x"]
         self.predictive.yaxis.axis_label = ("p(y = +1)" if self._labels["probability"]
                                             else "predictive y (mean ± 2 sd)")
-        # the sites shown are the first latent's (the runner's snapshot)
-        of = " of latent f1" if self._labels["latents"] > 1 else ""
-        self.site_prec.title.text = f"Site precisions Λ̄ₙ{of} (red: negative)"
+        # the sites shown are the first latent's (the runner's snapshot); titles short
+        # enough for a half-page plot on a projector (≈ 290 px)
+        of = " of f1" if self._labels["latents"] > 1 else ""
+        self.site_prec.title.text = f"Site precisions Λ̄ₙ{of}"
         self.site_nat1.title.text = f"Site natural means ν̄ₙ{of}"
         joint = self._labels["joint"]
         if joint is None or "error" in joint:

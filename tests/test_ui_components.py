@@ -386,6 +386,12 @@ def test_figures_are_framed_exactly_while_they_have_no_data():
     live.step(3)
     live.select_pair(1, 4)
     assert _framed(live.plots) == set()
+    live.settings.method = "gkl"            # no sites: both site plots framed, and say so
+    assert _framed(live.plots) == {"energy_frame", "gap_frame", "prec_frame", "nat1_frame",
+                                   "joint_frame"}          # the pair needs the solved q
+    live.step(1)                            # solved: its energy trace and pair, no sites
+    assert _framed(live.plots) == {"prec_frame", "nat1_frame"}
+    assert "none" in live.plots.site_prec.title.text and "none" in live.plots.site_nat1.title.text
 
 
 def test_url_parameters_round_trip():

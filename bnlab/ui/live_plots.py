@@ -15,12 +15,16 @@ LATENT = ("#1f5fa8", "#c2571a")
 OK, BAD, PAIR = "#4c9a2a", "#d62728", "#7b3294"
 REJECTED = "#f0a030"     # a proposal that was not PD, rejected: the iterate stayed valid
 PSD_ROWS = ["cavities PSD", "posterior PSD"]
-# The figures that start empty, each framed by an extent until its sources have data:
-# Bokeh's automatic range has no bounds on no data (NaN, or a guess on a log axis), so
-# the axes carry no ticks and the console logs a warning at every render.
+# The figures that may have no data (before a run; G-KL's energy before it is solved,
+# and its sites), each framed by an extent while its sources have none: Bokeh's
+# automatic range has no bounds on no data (NaN, or a guess on a log axis), so the axes
+# carry no ticks and the console logs a warning at every render.
 FRAMES = {"band_frame": (("f1", "f2", "mcmc", "data"), {"x": [-1.0, 1.0], "y": [-1.0, 1.0]}),
+          "energy_frame": (("energy",), {"iteration": [0, 1], "energy": [-1.0, 1.0]}),
           "gap_frame": (("gap",), {"iteration": [0, 1], "gap": [0.1, 10.0]}),
-          "joint_frame": (("samples", "ellipse", "jmean"), {"a": [-1.0, 1.0], "b": [-1.0, 1.0]})}
+          "joint_frame": (("samples", "ellipse", "jmean"), {"a": [-1.0, 1.0], "b": [-1.0, 1.0]}),
+          "prec_frame": (("prec",), {"x": [-1.0, 1.0], "prec": [-1.0, 1.0]}),
+          "nat1_frame": (("nat1",), {"x": [-1.0, 1.0], "nat1": [-1.0, 1.0]})}
 
 
 def _fig(title, x_label, y_label, **kw):
@@ -90,10 +94,13 @@ class LivePlots:
                     "psd": S("iteration", "check", "colour"),
                     "prec": S("x", "prec", "colour"), "nat1": S("x", "nat1"),
                     "samples": S("a", "b"), "ellipse": S("a", "b"), "jmean": S("a", "b"),
-                    "band_frame": S("x", "y"), "gap_frame": S("iteration", "gap"),
-                    "joint_frame": S("a", "b")}
+                    "band_frame": S("x", "y"), "energy_frame": S("iteration", "energy"),
+                    "gap_frame": S("iteration", "gap"),
+                    "joint_frame": S("a", "b"), "prec_frame": S("x", "prec"),
+                    "nat1_frame": S("x", "nat1")}
         self.built = False
-        self._labels = {"x": "x", "probability": False, "joint": None, "latents": 1}
+        self._labels = {"x": "x", "probability": False, "joint": None, "latents": 1,
+                        "sites": True}
         self.band = self._band()
         self._frame_the_empty()
 
@@ -139,6 +146,7 @@ class LivePlots:
                  "energy", height=240)
         e.line("iteration", "energy", source=s["energy"], color=ink, line_width=2)
         e.scatter("iteration", "energy", source=s["energy"], size=4, color=ink)
+        _add_frame(e, "energy_frame", s["energy_frame"])
         self.energy = e
 
         q = _fig("PSD status (red: not PD; amber: a non-PD step, rejected)",
@@ -159,6 +167,8 @@ class LivePlots:
         sp.scatter("x", "prec", source=s["prec"], color="colour", size=5)
         sn = _fig("Site natural means ν̄ₙ", "x", "ν̄ₙ", height=240)
         sn.scatter("x", "nat1", source=s["nat1"], color=LATENT[1], size=5)
+        _add_frame(sp, "prec_frame", s["prec_frame"])
+        _add_frame(sn, "nat1_frame", s["nat1_frame"])
         self.site_prec, self.site_nat1 = sp, sn
 
         j = _fig("q(fᵢ, fⱼ): pick two points", "f(x_i)", "f(x_j)", width=360, height=380)
@@ -202,10 +212,12 @@ class LivePlots:
                          "colour": psd_colours(q["posterior_psd"], q["cavity_psd"], q["accepted"],
                                                snap["status"]["diverged"])}
         st = snap["sites"]
-        s["prec"].data = {"x": st["x"], "prec": st["prec"],
-                          "colour": np.where(st["prec"] < 0, BAD, LATENT[0]).tolist()}
-        s["nat1"].data = {"x": st["x"], "nat1": st["nat1"]}
-        self._labels.update(x=x_label, probability=prob,
+        sites = bool(np.isfinite(st["prec"]).any())     # G-KL has none: NaN
+        s["prec"].data = ({"x": st["x"], "prec": st["prec"],
+                           "colour": np.where(st["prec"] < 0, BAD, LATENT[0]).tolist()}
+                          if sites else _empty("x", "prec", "colour"))
+        s["nat1"].data = {"x": st["x"], "nat1": st["nat1"]} if sites else _empty("x", "nat1")
+        self._labels.update(x=x_label, probability=prob, sites=sites,
                             latents=1 + (snap["bands"].get("f2") is not None))
         self.update_joint(joint)
 
@@ -255,8 +267,12 @@ class LivePlots:
         # the sites shown are the first latent's (the runner's snapshot); titles short
         # enough for a half-page plot on a projector (≈ 290 px)
         of = " of f1" if self._labels["latents"] > 1 else ""
-        self.site_prec.title.text = f"Site precisions Λ̄ₙ{of}"
-        self.site_nat1.title.text = f"Site natural means ν̄ₙ{of}"
+        if self._labels["sites"]:
+            self.site_prec.title.text = f"Site precisions Λ̄ₙ{of}"
+            self.site_nat1.title.text = f"Site natural means ν̄ₙ{of}"
+        else:                      # G-KL: no sites, q's (m, C) are fitted directly
+            self.site_prec.title.text = "Λ̄ₙ: none (q fitted directly)"
+            self.site_nat1.title.text = "ν̄ₙ: none (q fitted directly)"
         joint = self._labels["joint"]
         if joint is None or "error" in joint:
             self.joint.title.text = (joint or {}).get("error", "q(fᵢ, fⱼ): pick two points")

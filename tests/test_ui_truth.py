@@ -147,6 +147,27 @@ def test_compare_runs_pep_at_its_own_alpha_and_the_table_says_so():
     assert "<td class='bn-alpha'>—</td><td>0.9</td>" in view.table.object
 
 
+def test_a_diverged_method_of_the_pair_has_no_band_and_no_energy():
+    """Laplace on the outliers' Student-t likelihood diverges at its first Newton step
+    (the outliers' curvature is positive: a posterior that is not PD). Its last valid
+    iterate is the prior, whose band once stood beside EP's as if it were Laplace's
+    posterior, with the prior's energy in the table."""
+    import holoviews as hv
+    s = LabSettings(dataset="robust_1d")
+    view = compare.CompareView(s, method_a="laplace", method_b="ep", rho_a=0.5, rho_b=0.5)
+    view.run_pair()
+    assert view.snaps["laplace"]["status"]["diverged"]
+    assert not view.snaps["ep"]["status"]["diverged"]
+    energies = [c.split("</td>")[0] for c in view.table.object.split("<td class='bn-energy'>")[1:]]
+    assert energies[0] == "—" and np.isfinite(float(energies[1]))
+    band = view.pair_pane.object
+    labels = {el.label for el in band}
+    assert not any(lab.startswith("laplace") for lab in labels) and "ep ± 2σ" in labels
+    assert "laplace diverged: no band" in band.opts.get().kwargs["title"]
+    assert {el.label for el in view.pair_trace.object} == {"laplace (diverged)", "ep"}
+    hv.render(band)
+
+
 def test_alpha_sweep_on_outliers_marks_every_diverged_alpha_and_draws_no_band_for_it():
     """'Regression with outliers' with the sidebar's defaults: small α diverge (their
     posterior stops being PD) and so does VI. The curve has no point for them, a red ×
@@ -159,6 +180,7 @@ def test_alpha_sweep_on_outliers_marks_every_diverged_alpha_and_draws_no_band_fo
     assert sweep["vi"]["stop"].startswith("diverged")
     note = compare.sweep_note(sweep)
     assert "α = " + ", ".join(f"{a:g}" for a in bad) in note and "VI diverged" in note
+    assert f"damping ρ = {s.rho:g}" in note           # the sidebar's, not the pair's
     i_bad = sweep["alpha"].index(bad[0])
     curve, band = compare.alpha_plots(sweep, i_bad)
     drawn = {el.label: el for el in curve}

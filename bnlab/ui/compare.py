@@ -78,7 +78,7 @@ def alpha_sweep(problem, settings: LabSettings, alphas=ALPHAS, progress=None) ->
             progress()
     vi_snap = vi.snapshot()
     return {"alpha": tuple(alphas), "energy": energies, "stop": stops, "snaps": snaps,
-            "states": states, "problem": problem,
+            "states": states, "problem": problem, "rho": settings.rho,
             "vi": {"energy": vi_snap["status"]["energy"], "stop": vi.stop_reason(),
                    "snap": vi_snap}, "x_label": problem.x_label}
 
@@ -161,21 +161,29 @@ def _band(snap, label, colour, dash="solid"):
 def comparison_plots(snaps: dict, x_label="x", truth: dict | None = None,
                      colours: Palette = LIGHT):
     """Bands of each method over the data, and their energy traces, from snapshots;
-    with ``truth`` (``MCMCReference.truth_for``), MCMC's band and log p(y)."""
-    bands, traces, energies = [], [], []
+    with ``truth`` (``MCMCReference.truth_for``), MCMC's band and log p(y). A diverged
+    method has no band (its last valid iterate may be the prior: drawn, it would pass
+    for that method's posterior), as in the α explorer; the title names it, and its
+    trace, up to the divergence, is labelled so."""
+    bands, traces, energies, diverged = [], [], [], []
     for (name, snap), c in zip(snaps.items(), ("#1f5fa8", "#c2571a")):
-        bands.append(_band(snap, name, c))
+        if snap["status"]["diverged"]:
+            diverged.append(name)
+        else:
+            bands.append(_band(snap, name, c))
         t = snap["trace"]
         ok = np.isfinite(t["energy"])
+        label = f"{name} (diverged)" if name in diverged else name
         traces.append(hv.Curve((t["iteration"][ok], t["energy"][ok]), "iteration", "energy",
-                               label=name).opts(color=c, line_width=2))
+                               label=label).opts(color=c, line_width=2))
         energies += list(t["energy"][ok])
+    title = "Posterior of each method" + "".join(f"; {n} diverged: no band" for n in diverged)
     if truth is not None:     # after the methods' (their dimensions name the axes), on top
         bands.append(_mcmc_band(truth, colours.ink))
         traces += _log_z_line(truth, 0, colours.ink)
     data = next(iter(snaps.values()))["data"]
     pts = hv.Scatter((data["x"], data["y"]), "x", "f").opts(color=colours.data, size=3, alpha=0.6)
-    return (hv.Overlay(bands + [pts]).opts(title="Posterior of each method", xlabel=x_label,
+    return (hv.Overlay(bands + [pts]).opts(title=title, xlabel=x_label,
                                            ylabel="latent f / data",
                                            responsive=True, min_height=300,
                                            legend_position="right"),
@@ -267,8 +275,9 @@ def alpha_plots(sweep: dict, index: int, x_label="x", truth: dict | None = None,
 
 
 def sweep_note(sweep: dict) -> str:
-    """What the sweep's plots leave out, and why (numbers and fixed words only)."""
-    lines = []
+    """The damping the sweep ran at (the sidebar's, where the pair has its own), and what
+    its plots leave out, and why (numbers and fixed words only)."""
+    lines = [f"Every run at the sidebar's damping ρ = {sweep['rho']:g}"]
     for st in sorted({st for st in sweep["stop"] if _diverged(st)}):
         alphas = ", ".join(f"{a:g}" for a, s in zip(sweep["alpha"], sweep["stop"]) if s == st)
         lines.append(f"<b class='bn-bad'>diverged</b> at α = {alphas}: "
@@ -281,6 +290,12 @@ def sweep_note(sweep: dict) -> str:
     if _diverged(sweep["vi"]["stop"]):
         lines.append("<b class='bn-bad'>VI diverged</b>: no VI line or band")
     return "<br>".join(lines)
+
+
+def _energy_cell(run, snap):
+    """A diverged run has no energy of its own (the table's column is the method's log
+    p(y) approximation; the last valid iterate's may be the prior's)."""
+    return "—" if run.diverged else f"{snap['status']['energy']:.4f}"
 
 
 def _alpha_cell(method, alpha):
@@ -401,7 +416,7 @@ class CompareView(pn.viewable.Viewer):
             snaps[label] = snap
             shown = alpha if uses_alpha(m, self.settings) else None
             rows.append(f"<tr><td>{label}</td><td class='bn-alpha'>{_alpha_cell(m, shown)}</td>"
-                        f"<td>{rho:g}</td><td class='bn-energy'>{snap['status']['energy']:.4f}</td>"
+                        f"<td>{rho:g}</td><td class='bn-energy'>{_energy_cell(r, snap)}</td>"
                         f"<td>{r.iteration}</td><td>{status_word(r)}</td></tr>")
         self.snaps, self.pair_problem = snaps, problem
         self.table.object = ("<table><tr><th>method</th><th>α</th><th>ρ</th>"

@@ -576,3 +576,42 @@ def test_compare_overlays_the_live_pages_mcmc_reference_of_its_own_problem_only(
     assert not _layers(view.alpha_band.object, "MCMC ± 2σ")
     assert not _layers(view.pair_pane.object, "MCMC ± 2σ")
     lab.close(None)
+
+
+def test_surface_cells_where_a_method_diverged_have_no_value_on_the_page():
+    """Poisson counts at large signal variances: damped EP diverges at some cells, where
+    ``bnlab.surface`` keeps the last valid iterate's energy (flagged ``diverged``), as
+    low as −6.3 per point beside VI's −3.5. The panels and the slice draw no value
+    there (grey), the best cell's × ignores them, and the note counts them; a cell
+    stopped by the iteration cap is drawn, and named as not converged."""
+    import holoviews as hv
+
+    import bnlab
+    from bnlab.ui.surfaces import NO_VALUE, contour_layout, convergence_note, slice_plot
+    p = build_problem(LabSettings(dataset="counts_1d", kernel="matern32"))
+    ds = bnlab.surface(p.model, p.X, p.y, methods=["vi", "ep"], params=p.params,
+                       grid={"variance": np.logspace(1, 2, 3),
+                             "lengthscale": np.logspace(-1, 0, 3)})
+    bad = ds["diverged"].sel(scheme="ep").values
+    raw = ds["log_marginal_per_n"].sel(scheme="ep").values
+    assert bad.any() and not ds["diverged"].sel(scheme="vi").values.any()
+    panels = list(contour_layout(ds))
+    ep_image = next(el for el in panels[1] if isinstance(el, hv.Image))
+    drawn = ep_image.dimension_values(2)
+    assert np.isnan(drawn).sum() == bad.sum()
+    np.testing.assert_allclose(np.sort(drawn[np.isfinite(drawn)]), np.sort(raw[~bad]))
+    cross = next(el for el in panels[1] if isinstance(el, hv.Points))
+    best = np.unravel_index(np.nanargmax(np.where(bad, np.nan, raw)), raw.shape)
+    assert tuple(cross.array()[0]) == (np.log10(ds["lengthscale"].values[best[1]]),
+                                      np.log10(ds["variance"].values[best[0]]))
+    row = int(np.argmax(bad.sum(axis=1)))
+    ep_slice = list(slice_plot(ds, slice_index=row))[1]
+    assert np.array_equal(np.isnan(ep_slice.dimension_values(1)), bad[row])
+    note = convergence_note(ds, 200)
+    assert f"ep diverged</b> at {bad.sum()} of 9 cells" in note
+    capped = (~ds["converged"].sel(scheme="ep").values & ~bad).sum()
+    assert (f"ep not converged</b> within 200 iterations at {capped} of 9" in note) == bool(capped)
+    assert "vi diverged" not in note
+    from bokeh.models import LinearColorMapper
+    mappers = hv.render(panels[1]).select({"type": LinearColorMapper})
+    assert [m.nan_color for m in mappers if len(m.palette) > 1] == [NO_VALUE]   # the image's

@@ -260,7 +260,10 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
 
     Returns an ``xarray.Dataset`` with dims (scheme, <axis 0>, <axis 1>) and variables
     log_marginal, log_marginal_per_n, log_marginal_se (MCMC only), log_predictive (when a
-    test set is given), converged, diverged, psd, iterations. The method dimension is
+    test set is given), converged, diverged, psd, iterations. Where a method diverged,
+    log_marginal holds the energy of its last valid iterate (the run stops there; a
+    first step that diverged leaves the starting sites'): read it with ``diverged``
+    (the lab draws no value there). The method dimension is
     called "scheme", not "method": ``Dataset.sel`` has a keyword argument ``method`` (the
     inexact-match rule), so ``surf.sel(method="ep")`` would silently select nothing and
     return every method; ``surf.sel(scheme="ep")`` selects EP.

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import threading
+from html import escape
 
 import holoviews as hv
 import numpy as np
@@ -30,6 +31,45 @@ VARIABLE_LABELS = {"log_marginal_per_n": "log p(y) / n", "log_marginal": "log p(
 #: the sidebar open (three of 340 px cut the third colour bar off even at 1366 px), each
 #: colour bar below its frame, which a bar beside it left ≈ 100 px wide
 PANEL_WIDTH, PANEL_HEIGHT = 290, 350
+#: iterations per cell: ``bnlab.surface``'s default, named for the page's note
+SURFACE_MAX_ITERS = 200
+#: a cell with no value (its method diverged there, or a cancelled run never reached it)
+NO_VALUE = "#bdbdbd"
+
+
+def shown_values(ds, variable="log_marginal_per_n") -> np.ndarray:
+    """``ds[variable]`` as the panels and the slice draw it: NaN where the method
+    diverged. ``bnlab.surface`` keeps there the energy of the last valid iterate (a
+    point on the way, often the prior's), which on the panels passed for that method's
+    value at θ, as the α explorer and the pair draw nothing for a diverged run."""
+    vals = np.array(ds[variable].values, dtype=float)
+    if "diverged" in ds:
+        vals[ds["diverged"].values.astype(bool)] = np.nan
+    return vals
+
+
+def convergence_note(ds, max_iters: int) -> str:
+    """Per method, the cells drawn grey because it diverged there, and the cells drawn
+    at their last iterate because it did not converge within ``max_iters`` iterations
+    (numbers and the methods' names, escaped)."""
+    if "diverged" not in ds or "converged" not in ds:
+        return ""
+    lines = []
+    cells = ds.sizes[ds["log_marginal"].dims[1]] * ds.sizes[ds["log_marginal"].dims[2]]
+    for m in ds["scheme"].values:
+        if str(m) == "mcmc":
+            continue
+        d, name = ds.sel(scheme=m), escape(str(m))
+        diverged = int(d["diverged"].sum())
+        open_ = int((np.isfinite(d["log_marginal"].values) & ~d["converged"].values
+                     & ~d["diverged"].values).sum())
+        if diverged:
+            lines.append(f"<b class='bn-bad'>{name} diverged</b> at {diverged} of {cells} cells: "
+                         "grey, no value")
+        if open_:
+            lines.append(f"<b class='bn-warn'>{name} not converged</b> within {max_iters} "
+                         f"iterations at {open_} of {cells} cells: drawn at its last iterate")
+    return "<br>".join(lines)
 
 
 def available_axes(settings: LabSettings, methods=()) -> list:
@@ -87,7 +127,7 @@ def best_row(ds, variable="log_marginal_per_n") -> int:
     """The grid row (axis0 index) of the best cell: MCMC's if its surface was computed
     (the truth the others are read against), else the first method's with a finite
     value; the middle row if none has one. The slice opens there, through the ×."""
-    vals = ds[variable].values
+    vals = shown_values(ds, variable)
     methods = [str(m) for m in ds["scheme"].values]
     order = ([methods.index("mcmc")] if "mcmc" in methods else []) + list(range(len(methods)))
     for k in order:
@@ -145,7 +185,7 @@ def contour_layout(ds, variable="log_marginal_per_n", levels=12, trajectories=No
     _, ax0, ax1 = ds[variable].dims
     zdim = hv.Dimension(variable, label=VARIABLE_LABELS.get(variable, variable))
     x, y = _log_coords(ds[ax1].values), _log_coords(ds[ax0].values)
-    vals = ds[variable].values
+    vals = shown_values(ds, variable)
     finite = vals[np.isfinite(vals)]
     if finite.size == 0:
         clim = (0.0, 1.0)
@@ -166,7 +206,8 @@ def contour_layout(ds, variable="log_marginal_per_n", levels=12, trajectories=No
     for k, m in enumerate(methods):
         z = vals[k]
         img = hv.Image((x, y, z), [f"log10 {ax1}", f"log10 {ax0}"], zdim).opts(
-            cmap="viridis", clim=clim, colorbar=True, colorbar_position="bottom",
+            cmap="viridis", clim=clim, clipping_colors={"NaN": NO_VALUE},
+            colorbar=True, colorbar_position="bottom",
             tools=["hover"], title=m, width=PANEL_WIDTH, height=PANEL_HEIGHT)
         layer = img * hv.operation.contours(img, levels=levels, filled=False).opts(
             cmap=["#ffffff"], line_width=1, colorbar=False, alpha=0.6, show_legend=False)
@@ -196,7 +237,8 @@ def slice_plot(ds, variable="log_marginal_per_n", slice_index=None):
     zdim = hv.Dimension(variable, label=VARIABLE_LABELS.get(variable, variable))
     x, rows = _log_coords(ds[ax1].values), ds.sizes[ax0]
     j = rows // 2 if slice_index is None else min(max(int(slice_index), 0), rows - 1)
-    curves = [hv.Curve((x, ds[variable].values[k][j]), f"log10 {ax1}", zdim, label=str(m))
+    vals = shown_values(ds, variable)
+    curves = [hv.Curve((x, vals[k][j]), f"log10 {ax1}", zdim, label=str(m))
               for k, m in enumerate(ds["scheme"].values)]
     return hv.Overlay(curves).opts(
         title=f"slice at {ax0} = {ds[ax0].values[j]:.3g}", responsive=True, min_height=260,
@@ -341,6 +383,7 @@ class SurfacesView(pn.viewable.Viewer):
         try:
             ds = bnlab.surface(problem.model, problem.X, problem.y, methods=list(self.methods.value),
                                grid=grid, params=problem.params, alpha=s.alpha,
+                               max_iters=SURFACE_MAX_ITERS,
                                damping=s.rho, backtracking=s.backtrack,
                                acceleration=s.accelerate,
                                cubature=("gauss_hermite", s.cubature_order),
@@ -362,7 +405,10 @@ class SurfacesView(pn.viewable.Viewer):
             self.compute_button.disabled, self.cancel_button.disabled = False, True
             self.progress.visible = False
         if ds.attrs.get("cancelled"):
-            self.message.object = "Cancelled: cells not computed are blank."
+            self.message.object = "Cancelled: cells not computed are grey."
+        converging = convergence_note(ds, SURFACE_MAX_ITERS)
+        if converging:
+            self.message.object = "<br>".join(t for t in (self.message.object, converging) if t)
         more = ("choose more MCMC temperatures and compute again"
                 if self.mcmc_temps < MCMC_TEMPS[-1] else "")
         note = mcmc_note(ds, remedy=more)

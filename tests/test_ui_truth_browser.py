@@ -7,6 +7,7 @@ import pytest
 
 from test_ui_browser import LOAD_TIMEOUT, _bold, _choose, _open, _tab, _wait_method
 
+expect = pytest.importorskip("playwright.sync_api").expect
 pytestmark = pytest.mark.ui
 
 STOPPED = ("converged", "diverged", "cap reached", "stalled")
@@ -88,6 +89,9 @@ def test_compare_table_shows_alpha_for_pep_and_its_own_energy(lab_browser, lab_u
     ctx, page = _open(lab_browser, lab_url)
     _tab(page, "Compare")
     page.locator(".bn-compare-method_a select").select_option(label="pep")
+    # the choice has reached the server when it enables α (A): Panel's worker threads
+    # may run a click sent right after it first (once in a full run: laplace ran)
+    expect(page.locator(".bn-compare-alpha_a input")).to_be_enabled(timeout=30_000)
     page.get_by_role("button", name="Run both to convergence").click()
     page.wait_for_selector(".bn-compare-table td.bn-alpha", timeout=240_000)
     alphas = page.locator(".bn-compare-table td.bn-alpha").all_inner_texts()

@@ -174,8 +174,12 @@ def comparison_plots(snaps: dict, x_label="x", truth: dict | None = None,
         t = snap["trace"]
         ok = np.isfinite(t["energy"])
         label = f"{name} (diverged)" if name in diverged else name
-        traces.append(hv.Curve((t["iteration"][ok], t["energy"][ok]), "iteration", "energy",
-                               label=label).opts(color=c, line_width=2))
+        trace = (t["iteration"][ok], t["energy"][ok])
+        traces.append(hv.Curve(trace, "iteration", "energy", label=label)
+                      .opts(color=c, line_width=2))
+        if name in diverged:     # often a point or two: a line alone would not show them
+            traces.append(hv.Scatter(trace, "iteration", "energy", label=label)
+                          .opts(color=c, size=7))
         energies += list(t["energy"][ok])
     title = "Posterior of each method" + "".join(f"; {n} diverged: no band" for n in diverged)
     if truth is not None:     # after the methods' (their dimensions name the axes), on top

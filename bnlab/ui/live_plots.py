@@ -6,7 +6,8 @@ for live updates; a source update only sends the new data."""
 from __future__ import annotations
 
 import numpy as np
-from bokeh.models import BasicTicker, ColumnDataSource, FactorRange, TapTool
+from bokeh.models import (BasicTicker, ColumnDataSource, FactorRange, GlyphRenderer, Scatter,
+                          TapTool)
 from bokeh.plotting import figure
 
 from . import palette
@@ -40,9 +41,12 @@ def _empty(*cols):
 
 def _add_frame(fig, frame: str, source) -> None:
     """An invisible glyph on ``source`` that the figure's automatic ranges still count;
-    ``LivePlots`` fills it with ``FRAMES[frame]``'s extent while the figure has no data."""
+    ``LivePlots`` fills it with ``FRAMES[frame]``'s extent while the figure has no data.
+    A bare renderer: ``fig.scatter`` would add its selection, hover and muted variants,
+    models that every visitor's page builds and sends."""
     x, y = FRAMES[frame][1]
-    fig.scatter(x, y, source=source, visible=False)
+    fig.renderers.append(GlyphRenderer(data_source=source, glyph=Scatter(x=x, y=y),
+                                       visible=False))
 
 
 def _legend_lists_what_has_data(fig):

@@ -98,10 +98,7 @@ class LivePlots:
                     "psd": S("iteration", "check", "colour"),
                     "prec": S("x", "prec", "colour"), "nat1": S("x", "nat1"),
                     "samples": S("a", "b"), "ellipse": S("a", "b"), "jmean": S("a", "b"),
-                    "band_frame": S("x", "y"), "energy_frame": S("iteration", "energy"),
-                    "gap_frame": S("iteration", "gap"),
-                    "joint_frame": S("a", "b"), "prec_frame": S("x", "prec"),
-                    "nat1_frame": S("x", "nat1")}
+                    **{frame: S(*extent) for frame, (_, extent) in FRAMES.items()}}
         self.built = False
         self._labels = {"x": "x", "probability": False, "joint": None, "latents": 1,
                         "sites": True}

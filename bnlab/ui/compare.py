@@ -167,17 +167,18 @@ def comparison_plots(snaps: dict, x_label="x", truth: dict | None = None,
     trace, up to the divergence, is labelled so."""
     bands, traces, energies, diverged = [], [], [], []
     for (name, snap), c in zip(snaps.items(), ("#1f5fa8", "#c2571a")):
-        if snap["status"]["diverged"]:
+        bad = snap["status"]["diverged"]
+        if bad:
             diverged.append(name)
         else:
             bands.append(_band(snap, name, c))
         t = snap["trace"]
         ok = np.isfinite(t["energy"])
-        label = f"{name} (diverged)" if name in diverged else name
+        label = f"{name} (diverged)" if bad else name
         trace = (t["iteration"][ok], t["energy"][ok])
         traces.append(hv.Curve(trace, "iteration", "energy", label=label)
                       .opts(color=c, line_width=2))
-        if name in diverged:     # often a point or two: a line alone would not show them
+        if bad:                  # often a point or two: a line alone would not show them
             traces.append(hv.Scatter(trace, "iteration", "energy", label=label)
                           .opts(color=c, size=7))
         energies += list(t["energy"][ok])
@@ -296,10 +297,11 @@ def sweep_note(sweep: dict) -> str:
     return "<br>".join(lines)
 
 
-def _energy_cell(run, snap):
+def _energy_cell(snap):
     """A diverged run has no energy of its own (the table's column is the method's log
     p(y) approximation; the last valid iterate's may be the prior's)."""
-    return "—" if run.diverged else f"{snap['status']['energy']:.4f}"
+    st = snap["status"]
+    return "—" if st["diverged"] else f"{st['energy']:.4f}"
 
 
 def _alpha_cell(method, alpha):
@@ -420,7 +422,7 @@ class CompareView(pn.viewable.Viewer):
             snaps[label] = snap
             shown = alpha if uses_alpha(m, self.settings) else None
             rows.append(f"<tr><td>{label}</td><td class='bn-alpha'>{_alpha_cell(m, shown)}</td>"
-                        f"<td>{rho:g}</td><td class='bn-energy'>{_energy_cell(r, snap)}</td>"
+                        f"<td>{rho:g}</td><td class='bn-energy'>{_energy_cell(snap)}</td>"
                         f"<td>{r.iteration}</td><td>{status_word(r)}</td></tr>")
         self.snaps, self.pair_problem = snaps, problem
         self.table.object = ("<table><tr><th>method</th><th>α</th><th>ρ</th>"

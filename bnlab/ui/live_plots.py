@@ -49,14 +49,18 @@ def _add_frame(fig, frame: str, source) -> None:
                                        visible=False))
 
 
+def _rows(source) -> int:
+    """How many rows a ``ColumnDataSource`` holds (its first column's length)."""
+    return len(next(iter(source.data.values()), []))
+
+
 def _legend_lists_what_has_data(fig):
     """Show a legend entry only while one of its glyphs has data: a second latent, the
     MCMC band and samples, the chosen pair exist only on some problems or after some
     clicks, and Bokeh would list them, greyed, all the same. Glyph visibility is left
     to the user's legend clicks."""
     for item in fig.legend[0].items:
-        item.visible = any(len(next(iter(r.data_source.data.values()), [])) > 0
-                           for r in item.renderers)
+        item.visible = any(_rows(r.data_source) > 0 for r in item.renderers)
 
 
 def _gap(iterations, energies, latest):
@@ -247,10 +251,9 @@ class LivePlots:
     def _frame_the_empty(self):
         """Each ``FRAMES`` source holds its extent exactly while its figure has no data
         (set only when that changes: an update sends nothing for it)."""
-        rows = lambda key: len(next(iter(self.src[key].data.values())))  # noqa: E731
         for frame, (sources, extent) in FRAMES.items():
-            empty = all(rows(k) == 0 for k in sources)
-            if empty != (rows(frame) > 0):
+            empty = all(_rows(self.src[k]) == 0 for k in sources)
+            if empty != (_rows(self.src[frame]) > 0):
                 self.src[frame].data = dict(extent) if empty else _empty(*extent)
 
     def _label(self):

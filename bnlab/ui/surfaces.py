@@ -40,8 +40,8 @@ NO_VALUE = "#bdbdbd"
 def shown_values(ds, variable="log_marginal_per_n") -> np.ndarray:
     """``ds[variable]`` as the panels and the slice draw it: NaN where the method
     diverged. ``bnlab.surface`` keeps there the energy of the last valid iterate (a
-    point on the way, often the prior's), which on the panels passed for that method's
-    value at θ, as the α explorer and the pair draw nothing for a diverged run."""
+    point on the way, often the prior's); drawn, it would pass for that method's value
+    at θ. The α explorer and the pair likewise draw nothing for a diverged run."""
     vals = np.array(ds[variable].values, dtype=float)
     if "diverged" in ds:
         vals[ds["diverged"].values.astype(bool)] = np.nan

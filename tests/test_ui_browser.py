@@ -14,10 +14,11 @@ pytestmark = pytest.mark.ui
 LOAD_TIMEOUT = 90_000
 
 
-def _open(browser, url, viewport=(1500, 1300)):
-    """A new browser context on ``url``, once its status line shows; if it never does,
-    the failure says what the page showed and logged, with a screenshot beside it."""
-    ctx = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
+def _open(browser, url, viewport=(1500, 1300), **device):
+    """A new browser context on ``url`` (``device``: Playwright's context options beyond
+    the viewport), once its status line shows; if it never does, the failure says what
+    the page showed and logged, with a screenshot beside it."""
+    ctx = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]}, **device)
     page = ctx.new_page()
     page.set_default_navigation_timeout(LOAD_TIMEOUT)      # a first load on a busy machine
     page.console_errors, page.console_log = [], []
@@ -297,6 +298,39 @@ _PAST_THE_EDGE_JS = """() => {
 
 #: a projector's screen, the sidebar open: ≈ 600 px for a page
 PROJECTOR = (1024, 768)
+
+
+#: a phone held upright (390 × 844 CSS px, three device pixels to one), touch only
+PHONE = (390, 844)
+
+
+def test_a_phone_shows_the_whole_lab_and_steps_by_touch(lab_browser, lab_url, shots):
+    """A phone's browser lays a page that sets no viewport width out 980 CSS px wide and
+    shows it zoomed out, to be zoomed in by hand; the lab sets none on purpose: at the
+    phone's own width (``width=device-width``) the template's 340 px sidebar filled the
+    screen and pushed the pages past its right edge. Laid out at 980 px, nothing
+    scrolls sideways, no page reaches past its card, the sidebar's controls are on the
+    screen, and a tap on Step takes a step."""
+    ctx, page = _open(lab_browser, lab_url, viewport=PHONE, device_scale_factor=3,
+                      is_mobile=True, has_touch=True)
+    page.wait_for_selector(".bn-psd canvas", state="attached", timeout=60_000)
+    page.wait_for_timeout(1000)                       # the later plots laid out
+    layout = page.evaluate("() => ({page: document.documentElement.scrollWidth, "
+                           "screen: window.innerWidth})")
+    assert layout == {"page": 980, "screen": 980}
+    assert page.evaluate(_PAST_THE_EDGE_JS) == []
+    for control in ("dataset", "lengthscale", "model", "method", "rho"):
+        box = page.locator(f".ctl-{control}").first.bounding_box()
+        assert 0 <= box["x"] and box["x"] + box["width"] <= 980, (control, box)
+    page.get_by_role("button", name="Step", exact=True).tap()
+    for _ in range(60):
+        if _iteration(page) == 1:
+            break
+        page.wait_for_timeout(500)
+    assert _iteration(page) == 1
+    page.screenshot(path=str(shots / "ui-phone.png"), full_page=True)
+    assert page.console_errors == []
+    ctx.close()
 
 
 #: whether the ★ of all four surface panels stands at log10 of ℓ (the argument)

@@ -25,6 +25,9 @@ def _open(browser, url, viewport=(1500, 1300), **device):
     page.on("console", lambda m: page.console_log.append(f"{m.type}: {m.text}"))
     page.on("console", lambda m: page.console_errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: page.console_errors.append(str(e)))
+    page.frames_received = []            # the server's WebSocket messages to this page
+    page.on("websocket", lambda ws: ws.on("framereceived",
+                                          lambda frame: page.frames_received.append(frame)))
     page.goto(url)
     try:
         page.wait_for_selector(".bn-status b", timeout=LOAD_TIMEOUT)
@@ -343,6 +346,33 @@ _STARS_AT_JS = """(lengthscale) => {
   }
   return xs.length === 4 && xs.every(x => Math.abs(x - Math.log10(lengthscale)) < 1e-9);
 }"""
+
+
+def test_a_run_in_one_session_sends_nothing_to_another(lab_browser, lab_url):
+    """Two visitors: while one runs to convergence, the other's page gets no message from
+    the server. The template's busy spinner followed Panel's process-wide ``busy`` state:
+    each callback of any session (every tick of a run) set the spinner of every open page,
+    so each page spun for the others' runs and each tick cost the server an update per
+    open page (with 21 pages open, a Run's first update took 1.5–3.3 s, not 0.4–0.6 s)."""
+    ctx_a, a = _open(lab_browser, lab_url)
+    ctx_b, b = _open(lab_browser, lab_url)
+    for page in (a, b):
+        page.wait_for_selector(".bn-psd canvas", state="attached", timeout=60_000)
+    heard = -1
+    while heard != len(b.frames_received):           # b's own page finished arriving
+        heard = len(b.frames_received)
+        b.wait_for_timeout(1500)
+    a.get_by_role("button", name="▶ Run").click()
+    for _ in range(240):
+        if _stopped(a):
+            break
+        a.wait_for_timeout(250)
+    assert _stopped(a) and _iteration(a) > 1
+    b.wait_for_timeout(500)
+    assert b.frames_received[heard:] == []
+    assert a.console_errors == [] and b.console_errors == []
+    ctx_a.close()
+    ctx_b.close()
 
 
 def test_a_projector_shows_the_live_and_compare_pages_whole(lab_browser, lab_url, shots):

@@ -225,11 +225,15 @@ class Lab(pn.viewable.Viewer):
         fast._resources = {k: v for k, v in fast._resources.items() if k != "font"}
         logo = ASSETS / "logo.svg"
         extra = {"logo": str(logo)} if logo.exists() else {}
+        # no header spinner: it follows Panel's process-wide ``busy`` state, so every
+        # callback of any session (each tick of a run) set the spinner of every open
+        # page, which spun for the others' runs and cost an update per open page; each
+        # page shows its own work (loading overlays, progress bars, the status line)
         return LabTemplate(
             title="bnlab — approximate inference lab", sidebar=[self.controls],
             main=self._main_cards(),
             sidebar_width=340, raw_css=[css], accent="#1f5fa8",
-            font_url="data:text/css,", **extra)
+            font_url="data:text/css,", busy_indicator=None, **extra)
 
     def _main_cards(self) -> list:
         """The template's main items, each a card of its own: the tour panel only when

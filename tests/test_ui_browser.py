@@ -303,6 +303,40 @@ _PAST_THE_EDGE_JS = """() => {
 PROJECTOR = (1024, 768)
 
 
+#: the boxes of the tooltips shown on the page (Bokeh's, in its elements' shadow roots)
+_TOOLTIPS_JS = """() => {
+  const boxes = [];
+  function walk(root) {
+    for (const el of root.querySelectorAll('*')) {
+      if ([...el.classList].includes('bk-Tooltip')) {
+        const box = el.getBoundingClientRect();
+        if (box.width > 0) boxes.push({left: box.left, right: box.right});
+      }
+      if (el.shadowRoot) walk(el.shadowRoot);
+    }
+  }
+  walk(document);
+  return boxes;
+}"""
+
+
+@pytest.mark.parametrize("width", [1024, 1400])
+def test_a_buttons_hover_text_stays_on_the_screen(lab_browser, lab_url, width):
+    """The MCMC button ends its row: Panel puts a button's hover text to its right, where
+    the window's edge cut it (at 1400 px its box reached 1993 px); it is shown below."""
+    ctx, page = _open(lab_browser, lab_url, viewport=(width, 900))
+    page.wait_for_selector(".bn-psd canvas", state="attached", timeout=60_000)
+    for name in ("MCMC reference", "↪ Copy link"):
+        page.get_by_role("button", name=name).hover()
+        page.wait_for_timeout(800)
+        boxes = page.evaluate(_TOOLTIPS_JS)
+        assert len(boxes) == 1 and 0 <= boxes[0]["left"] and boxes[0]["right"] <= width, \
+            (name, boxes)
+        page.mouse.move(0, 0)
+        page.wait_for_timeout(300)
+    ctx.close()
+
+
 #: a phone held upright (390 × 844 CSS px, three device pixels to one), touch only
 PHONE = (390, 844)
 

@@ -11,6 +11,7 @@ import io
 import numpy as np
 import panel as pn
 
+from . import markup
 from .layout import controls_row
 
 TRACE_COLUMNS = ("iteration", "energy", "step_size", "max_change", "posterior_psd",
@@ -108,8 +109,9 @@ class Exports(pn.viewable.Viewer):
         self.link = pn.widgets.TextInput(placeholder="press Copy link", width=280,
                                          css_classes=["bn-link"])
         self.copy = pn.widgets.Button(label="↪ Copy link", width=120,
-                                      description="a link to this exact setup (an uploaded "
-                                      "CSV file is not part of it)")
+                                      description=markup.tooltip_below(
+                                          "a link to this exact setup (an uploaded CSV file "
+                                          "is not part of it)"))
         self.copy.js_on_click(args={"field": self.link}, code=_COPY_JS)
         self.layout = controls_row(self.trace_download, self.band_download,
                                    self.mcmc_download, self.copy, self.link,

@@ -79,9 +79,10 @@ class LiveView(pn.viewable.Viewer):
         self.pick_i = pn.widgets.IntInput(label="Point i", value=0, start=0, width=90)
         self.pick_j = pn.widgets.IntInput(label="Point j", value=1, start=0, width=90)
         self.mcmc_button = pn.widgets.Button(label="MCMC reference", width=140,
-                                             description="sample the exact posterior "
-                                             "(AIS + elliptical slice sampling over 256 chains; "
-                                             "tens of seconds; again: a longer schedule)")
+                                             description=markup.tooltip_below(
+                                                 "sample the exact posterior (AIS + elliptical "
+                                                 "slice sampling over 256 chains; tens of "
+                                                 "seconds; again: a longer schedule)"))
         self.mcmc_button.on_click(lambda e: self.compute_mcmc())
         self.status_pane = markup.html_pane("", css_classes=["bn-status"],
                                             sizing_mode="stretch_width")

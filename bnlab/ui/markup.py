@@ -6,6 +6,7 @@ from __future__ import annotations
 from html import escape
 
 import panel as pn
+from bokeh.models import Tooltip
 
 from . import palette
 
@@ -35,3 +36,11 @@ def reason(message) -> str:
 def caption(message) -> str:
     """What the chosen option is, in full (``<span class="bn-caption">``)."""
     return f'<span class="bn-caption">{escape(str(message))}</span>'
+
+
+def tooltip_below(text: str) -> Tooltip:
+    """A button's hover text, shown under it: Panel places a description's tooltip to the
+    right, where it was cut off by the window's edge for the buttons at the right of a
+    row (the MCMC reference button at 1400 px)."""
+    return Tooltip(content=text, position="bottom_center", attachment="below",
+                   stylesheets=[":host { white-space: initial; max-width: 300px; }"])

@@ -61,6 +61,24 @@ def _stopped(page):
     return any(w in _bold(page) for w in ("converged", "diverged"))
 
 
+#: the states in which a run has stopped, as its status line words them
+STOPPED = ("converged", "diverged", "cap reached", "stalled")
+
+
+def _text(page, css):
+    """The text of an HTML pane (it lives in the pane's shadow root, which Playwright's
+    locators pierce and the host's innerText does not)."""
+    return " ".join(page.locator(f"{css} div").all_inner_texts())
+
+
+def _wait_stopped(page, timeout_s):
+    for _ in range(timeout_s):
+        if set(_bold(page)) & set(STOPPED):
+            return
+        page.wait_for_timeout(1000)
+    raise AssertionError(f"the run has not stopped: {_text(page, '.bn-status')}")
+
+
 def _tab(page, name):
     """Show the page ``name``: click its tab until it is the active one. Three times
     under load, right after a page opened, a page's content never came (Compare's sweep
@@ -89,6 +107,14 @@ def _wait_method(page, name, timeout_s=120):
             return
         page.wait_for_timeout(500)
     raise AssertionError(f"status still shows method {_method(page)!r}, expected {name!r}")
+
+
+def _wait_for_iteration(page, k):
+    for _ in range(60):
+        if _iteration(page) == k:
+            return
+        page.wait_for_timeout(500)
+    assert _iteration(page) == k
 
 
 def _choose(page, control, label):
@@ -195,10 +221,7 @@ def test_step_changes_the_band(lab_browser, lab_url, shots):
     band = page.locator(".bn-band").first
     before = band.screenshot()
     page.get_by_role("button", name="Step", exact=True).click()
-    for _ in range(60):
-        if _iteration(page) == 1:
-            break
-        page.wait_for_timeout(500)
+    _wait_for_iteration(page, 1)
     page.wait_for_timeout(500)
     after = band.screenshot(path=str(shots / "ui-step-band.png"))
     assert before != after
@@ -233,14 +256,6 @@ def test_bad_csv_shows_the_error_and_keeps_the_page(lab_browser, lab_url, shots)
     _wait_for_iteration(page, 2)
     assert page.get_by_text("12 training points").count() == 1
     ctx.close()
-
-
-def _wait_for_iteration(page, k):
-    for _ in range(60):
-        if _iteration(page) == k:
-            return
-        page.wait_for_timeout(500)
-    assert _iteration(page) == k
 
 
 def test_sessions_are_independent_and_shared_url_restores(lab_browser, lab_url, shots):
@@ -360,11 +375,7 @@ def test_a_phone_shows_the_whole_lab_and_steps_by_touch(lab_browser, lab_url, sh
         box = page.locator(f".ctl-{control}").first.bounding_box()
         assert 0 <= box["x"] and box["x"] + box["width"] <= 980, (control, box)
     page.get_by_role("button", name="Step", exact=True).tap()
-    for _ in range(60):
-        if _iteration(page) == 1:
-            break
-        page.wait_for_timeout(500)
-    assert _iteration(page) == 1
+    _wait_for_iteration(page, 1)
     page.screenshot(path=str(shots / "ui-phone.png"), full_page=True)
     assert page.console_errors == []
     ctx.close()
@@ -397,10 +408,7 @@ def test_a_run_in_one_session_sends_nothing_to_another(lab_browser, lab_url):
         heard = len(b.frames_received)
         b.wait_for_timeout(1500)
     a.get_by_role("button", name="▶ Run").click()
-    for _ in range(240):
-        if _stopped(a):
-            break
-        a.wait_for_timeout(250)
+    _wait_stopped(a, 60)
     assert _stopped(a) and _iteration(a) > 1
     b.wait_for_timeout(500)
     assert b.frames_received[heard:] == []

@@ -5,26 +5,11 @@ import re
 
 import pytest
 
-from test_ui_browser import LOAD_TIMEOUT, _bold, _choose, _open, _tab, _wait_method
+from test_ui_browser import (LOAD_TIMEOUT, _bold, _choose, _open, _tab, _text, _wait_method,
+                             _wait_stopped)
 
 expect = pytest.importorskip("playwright.sync_api").expect
 pytestmark = pytest.mark.ui
-
-STOPPED = ("converged", "diverged", "cap reached", "stalled")
-
-
-def _text(page, css):
-    """The text of an HTML pane (it lives in the pane's shadow root, which Playwright's
-    locators pierce and the host's innerText does not)."""
-    return " ".join(page.locator(f"{css} div").all_inner_texts())
-
-
-def _wait_stopped(page, timeout_s):
-    for _ in range(timeout_s):
-        if set(_bold(page)) & set(STOPPED):
-            return
-        page.wait_for_timeout(1000)
-    raise AssertionError(f"the run has not stopped: {_text(page, '.bn-status')}")
 
 
 def test_a_run_of_vi_qn_stops_and_says_why(lab_browser, lab_url, shots):

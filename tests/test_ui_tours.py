@@ -230,3 +230,68 @@ def test_surface_tour_shows_what_it_says():
     assert at_best == sorted(at_best) and len(set(at_best)) == 4, at_best
     assert lab.surfaces.slice.value == cells["mcmc"][0]
     assert "MCMC (AIS) standard error per point" in lab.surfaces.message.object
+
+
+def test_clicks_at_random_moments_leave_the_step_asked_for_last():
+    """Next, Back, Replay, Run and Pause pressed at random moments from four threads (as
+    Panel's worker threads deliver a teacher's clicks) while steps are still being shown:
+    no click raises, and once the clicks stop the tour shows the step its Next and Back
+    clicks add up to, with that step's settings and the run solved to the stop its text
+    describes (undamped EP diverges at a cavity, the others converge to the energy an
+    independent run of the same settings reaches)."""
+    import random
+    import threading
+    import time
+    from bnlab.ui.app import Lab
+    tour = tours.TOURS["cavities"]
+    lab = Lab()
+    panel = lab.tour
+    panel.open("cavities")
+    rng = random.Random(7)
+    buttons = {"next": panel.next, "back": panel.back, "replay": panel.replay,
+               "run": lab.live.run_button, "pause": lab.live.pause_button}
+    clicks = [rng.choice(["next", "next", "back", "replay", "run", "pause"]) for _ in range(56)]
+    wanted, errors = 0, []
+    for name in clicks:
+        if name in ("next", "back"):
+            wanted = min(max(wanted + (1 if name == "next" else -1), 0), len(tour.steps) - 1)
+    clicks.append("back" if wanted else "next")
+    wanted = wanted - 1 if wanted else 1
+    pending = list(clicks)
+    order = threading.Lock()
+
+    def click_next():
+        with order:                         # clicks reach the server in the order made
+            name = pending.pop(0)
+            buttons[name].clicks += 1       # returns at once unless this thread shows
+
+    def worker():
+        try:
+            click_next()
+        except Exception as exc:            # pragma: no cover - the assertion shows it
+            errors.append(exc)
+
+    threads = []
+    for _ in clicks:
+        time.sleep(rng.uniform(0.0, 0.15))
+        t = threading.Thread(target=worker)
+        t.start()
+        threads.append(t)
+        while sum(t.is_alive() for t in threads) >= 4:      # Panel's four workers
+            time.sleep(0.01)
+    for t in threads:
+        t.join(300)
+    deadline = time.time() + 300
+    while (panel._showing or lab.live.running) and time.time() < deadline:
+        time.sleep(0.05)
+    assert errors == []
+    assert panel.index == wanted and not panel._showing and not lab.live.running
+    _check_step(lab, tour, wanted)
+    assert "bn-tour-busy" not in panel.heading.object
+    st = lab.live.runner.snapshot()["status"]
+    if wanted == 0:
+        assert st["stop"] == "diverged_cavity"
+    else:
+        assert st["stop"] == "converged"
+        np.testing.assert_allclose(st["energy"], _run(tour, wanted).energy[-1], atol=1e-8)
+    assert lab.live.runner.method == tour.settings(wanted)["method"]

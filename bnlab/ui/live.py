@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 import panel as pn
 import param
+from panel.io.state import set_curdoc
 
 from . import markup
 from .controls import Status
@@ -23,6 +25,13 @@ log = logging.getLogger(__name__)
 #: cap bounds it, neither changes the iteration
 RUN_PARAMS = tuple(p for p in URL_PARAMS if p not in ("speed", "max_iters")) + ("csv_text",)
 MAX_FPS = 20
+#: iterations between two looks at the clock while a run is solved without animation
+SOLVE_CHUNK = 10
+#: seconds between two frames of a run solved without animation (big problems only)
+SOLVE_FRAME_S = 1.0
+#: runs of all sessions that compute at once; the others' ticks wait their turn, so a
+#: class pressing Run together shares the cores instead of over-subscribing them
+_COMPUTING = threading.BoundedSemaphore(4)
 
 
 def _bokeh_pane(fig, css_classes=()):
@@ -33,7 +42,13 @@ def _bokeh_pane(fig, css_classes=()):
 
 class LiveView(pn.viewable.Viewer):
     """One per browser session. ``rebuild()`` makes a new ``Runner`` from the settings;
-    ``run()`` starts a periodic callback that steps it at ``settings.speed``."""
+    ``run()`` animates it at ``settings.speed``, ``solve()`` runs it to its stop at once.
+
+    Every run (an animation or a solve) carries a generation number: starting one, a
+    pause, a rebuild or closing the page draws a new number, and a run whose number is
+    no longer current takes no further step and draws nothing. So no interleaving of
+    clicks, tour steps and ticks, on whatever threads they arrive, can leave two runs
+    going or a stale frame on screen."""
 
     running = param.Boolean(default=False)
     cancelled = param.Boolean(default=False, doc="paused by the user before the run stopped")
@@ -49,13 +64,13 @@ class LiveView(pn.viewable.Viewer):
         self.problem = None
         self.selected: list[int] = []
         self.mcmc = MCMCReference()
-        self._callback = None
+        self._generation = 0             # the current run's number (see the class doc)
+        self._generation_lock = threading.Lock()
         self._lock = threading.Lock()
         self._draw_pending = False       # a tick's drawing is queued on the event loop
         self.closed = False
         self._build_layout()
         settings.param.watch(self._on_settings, list(RUN_PARAMS))
-        settings.param.watch(self._on_speed, ["speed"])
         settings.param.watch(self._on_cap, ["max_iters"])
 
     # -- layout ---------------------------------------------------------------------
@@ -224,15 +239,73 @@ class LiveView(pn.viewable.Viewer):
             self.push()
 
     def run(self):
+        """Animate the run: a thread of its own steps it every ``_pace()`` until it stops,
+        is paused or is replaced (``_animate``)."""
         if self.runner is None or self.running or self.busy:
             return
-        period, _ = self._pace()
-        if self._callback is None:
-            self._callback = pn.state.add_periodic_callback(self._tick, period=period, start=False)
-        self._callback.period = period
-        self._callback.start()
+        generation = self._start_generation()
         self.running, self.cancelled = True, False
-        self.run_button.disabled, self.pause_button.disabled = True, False
+        self._enable_buttons()
+        threading.Thread(target=self._animate, args=(generation, pn.state.curdoc),
+                         name="bnlab-run", daemon=True).start()
+
+    def replay(self):
+        """The run again from its start, animated: the iterations a tour step (which
+        shows the stop at once, ``solve``) went through."""
+        self.reset()
+        self.run()
+
+    def _start_generation(self) -> int:
+        """A new current run number (held only for the increment: the event loop calls
+        this while a step may hold ``_lock``)."""
+        with self._generation_lock:
+            self._generation += 1
+            return self._generation
+
+    def _animate(self, generation: int, doc):
+        """The animation's loop: a tick per period while ``generation`` is current. The
+        session's document is made current on this thread, so that the ticks' drawing
+        reaches the session's event loop (``pn.state.execute``)."""
+        with set_curdoc(doc):
+            while generation == self._generation and not self.closed:
+                start = time.monotonic()
+                with _COMPUTING:
+                    self._tick(generation)
+                time.sleep(max(0.0, self._pace()[0] / 1000.0 - (time.monotonic() - start)))
+
+    def solve(self, cancelled=lambda: False) -> bool:
+        """Run the problem from its start to its stop (converged, diverged, the cap,
+        stalled) without animation and show where it stopped: what a tour step shows.
+        It counts as running (Pause stops it, a rebuild replaces it); a frame is drawn
+        every ``SOLVE_FRAME_S`` on problems slow enough to need one. False if there was
+        no run, or if it was paused, replaced or ``cancelled()`` before its stop."""
+        runner = self.runner
+        if runner is None or self.busy:
+            return False
+        self._halt()
+        generation = self._start_generation()
+        with self._lock:                 # after a tick under way, which then sees its end
+            runner.reset()
+        self.running, self.cancelled = True, False
+        self._enable_buttons()
+        shown, stopped = time.monotonic(), False
+        try:
+            while generation == self._generation and runner is self.runner and not (
+                    self.closed or cancelled()):
+                with _COMPUTING, self._lock:
+                    runner.step(SOLVE_CHUNK)
+                if runner.stop_reason() is not None:
+                    stopped = True
+                    break
+                if time.monotonic() - shown > SOLVE_FRAME_S:
+                    self.push()
+                    shown = time.monotonic()
+        finally:
+            if generation == self._generation:
+                self._halt()
+                self.cancelled = not stopped
+        self.push()
+        return stopped
 
     def pause(self):
         """The Pause button: the run stops before it converged, and the status says so."""
@@ -241,10 +314,9 @@ class LiveView(pn.viewable.Viewer):
             self._render_status(self.runner.snapshot()["status"])
 
     def _halt(self) -> bool:
-        """Stop the periodic callback, so that no frame is pushed while nothing changes;
-        True if the run was running."""
-        if self._callback is not None and self._callback.running:
-            self._callback.stop()
+        """End the current run's generation, so that it takes no further step and
+        pushes no frame; True if the run was running."""
+        self._start_generation()
         was_running, self.running = self.running, False
         self._enable_buttons()
         return was_running
@@ -255,27 +327,25 @@ class LiveView(pn.viewable.Viewer):
         period = max(1000.0 / MAX_FPS, 1000.0 / speed)
         return int(period), max(1, int(round(speed * period / 1000.0)))
 
-    def _on_speed(self, *_):
-        if self._callback is not None:
-            self._callback.period = self._pace()[0]
-
     def _on_cap(self, *_):
         """A new cap applies to the current run (a run stopped at the old cap may go on)."""
         if self.runner is not None:
             self.runner.set_cap(int(self.settings.max_iters))
             self.push()
 
-    def _tick(self):
-        """One tick of Run: the steps and their plot data are computed here (on a worker
-        thread when Panel has threads), the plots are changed by ``_draw_tick`` on the
-        server's event loop, under the document's lock (``pn.state.execute``): Bokeh
-        refuses document changes from elsewhere. A tick whose drawing is still queued
-        is skipped, so ticks never pile up."""
+    def _tick(self, generation: int | None = None):
+        """One tick of Run: the steps and their plot data are computed here (on the
+        animation's thread), the plots are changed by ``_draw_tick`` on the server's
+        event loop, under the document's lock (``pn.state.execute``): Bokeh refuses
+        document changes from elsewhere. A tick whose drawing is still queued is
+        skipped, so ticks never pile up; so is a tick of a run no longer current."""
+        if generation is None:
+            generation = self._generation
         if self.closed or self._draw_pending or not self._lock.acquire(blocking=False):
             return
         try:
             runner = self.runner
-            if runner is None or self.busy:
+            if runner is None or self.busy or generation != self._generation:
                 return
             taken = runner.step(self._pace()[1])
             stopped = runner.stop_reason() is not None
@@ -283,15 +353,17 @@ class LiveView(pn.viewable.Viewer):
         finally:
             self._lock.release()
         self._draw_pending = True
-        pn.state.execute(lambda: self._draw_tick(runner, taken, stopped), schedule="auto")
+        pn.state.execute(lambda: self._draw_tick(runner, taken, stopped, generation),
+                         schedule="auto")
 
-    def _draw_tick(self, runner, taken: int, stopped: bool):
+    def _draw_tick(self, runner, taken: int, stopped: bool, generation: int):
         """The plots (and, when the run stopped, the buttons and the status line) after
-        a tick, on the event loop; nothing for a closed session or a replaced run."""
+        a tick, on the event loop; nothing for a closed session or a replaced run, and
+        a stop ends only the run that stopped."""
         self._draw_pending = False
         if self.closed or runner is not self.runner:
             return
-        if stopped:
+        if stopped and generation == self._generation:
             self._halt()
         if taken:
             self.push()
@@ -299,12 +371,10 @@ class LiveView(pn.viewable.Viewer):
             self._render_status(runner.snapshot()["status"])
 
     def close(self):
-        """Release the session's run (its browser page is gone): stop the periodic
-        callback, drop the runner, the problem and the MCMC reference."""
+        """Release the session's run (its browser page is gone): end the current run,
+        drop the runner, the problem and the MCMC reference."""
         self.closed = True
-        if self._callback is not None:
-            self._callback.stop()
-            self._callback = None
+        self._start_generation()
         with self._lock:
             self.runner = self.problem = None
             self.mcmc.clear()
@@ -364,11 +434,11 @@ class LiveView(pn.viewable.Viewer):
         route to the event loop itself, are changed by ``_draw`` on the event loop,
         under the document's lock, after any change already queued there (so a
         rebuild's busy overlay goes on before its new data and off after them)."""
-        runner = self.runner
-        if runner is None or self.closed:
+        runner, problem = self.runner, self.problem     # read once: close() may run beside
+        if runner is None or problem is None or self.closed:
             return
         frame = (runner, runner.snapshot(), tuple(self.selected), self.mcmc.band(),
-                 self.joint_data(), self.problem.x_label)
+                 self.joint_data(), problem.x_label)
         pn.state.execute(lambda: self._draw(*frame), schedule="auto")
 
     def _draw(self, runner, snap, selected, mcmc_band, joint, x_label):

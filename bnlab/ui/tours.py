@@ -24,15 +24,17 @@ import panel as pn
 from . import markup
 from .settings import URL_PARAMS, LabSettings
 
-#: what a step may do on arrival, each a call on the session's ``Lab``
+#: what a step may do on arrival, each a call on the session's ``Lab`` given a
+#: ``cancelled()`` test (true once another step was asked for)
 ACTIONS = {
     # the reference of this problem if the session does not hold it yet (a second press
     # would refine a rough one: a tour's step only asks for it to be shown)
-    "mcmc": lambda lab: lab.live.mcmc.samples is None and lab.live.compute_mcmc(),
-    "run": lambda lab: lab.live.run(),
-    "pair": lambda lab: lab.compare.run_pair(),
-    "sweep": lambda lab: lab.compare.run_sweep(),
-    "surface": lambda lab: lab.surfaces.compute(),
+    "mcmc": lambda lab, cancelled: lab.live.mcmc.samples is None and lab.live.compute_mcmc(),
+    # the converged picture at once; the tour's Replay button animates the iterations
+    "run": lambda lab, cancelled: lab.live.solve(cancelled),
+    "pair": lambda lab, cancelled: lab.compare.run_pair(),
+    "sweep": lambda lab, cancelled: lab.compare.run_sweep(),
+    "surface": lambda lab, cancelled: lab.surfaces.compute(),
 }
 TABS = ("Live", "Compare", "Surfaces", "About")
 #: the tour panel's class while no tour is open: the page's stylesheet hides the
@@ -96,21 +98,21 @@ ALPHA = Tour(
              "probit likelihood, signal variance σ² = 100, so each latent's posterior is "
              "strongly skewed. " + _MCMC + " This band is the narrowest of the tour: "
              "minimising KL(q‖p) makes q under-cover.", {"method": "pep", "alpha": 0.001},
-             actions=("mcmc", "run")),
+             actions=("run", "mcmc")),
         Step("**Power EP, α = 0.25**: each site is fitted to the α-th power of its "
              "likelihood term. The band widens a little towards MCMC's, and the energy "
              "(status line) rises above VI's ELBO.", {"method": "pep", "alpha": 0.25},
-             actions=("mcmc", "run")),
+             actions=("run", "mcmc")),
         Step("**Power EP, α = 0.5**: wider again, higher energy.",
-             {"method": "pep", "alpha": 0.5}, actions=("mcmc", "run")),
+             {"method": "pep", "alpha": 0.5}, actions=("run", "mcmc")),
         Step("**Power EP, α = 0.75**.", {"method": "pep", "alpha": 0.75},
-             actions=("mcmc", "run")),
+             actions=("run", "mcmc")),
         Step("**EP** (α = 1): moment matching of each tilted distribution (KL(p‖q) "
              "locally). The widest band of the family, the closest to MCMC's (still about "
              "15 % narrower here), and the "
              "highest energy, the closest to MCMC's log p(y) in the status line. The "
              "means hardly move with α: on these data α changes the spread.",
-             {"method": "ep"}, actions=("mcmc", "run")),
+             {"method": "ep"}, actions=("run", "mcmc")),
         Step("**The α explorer** (Compare page) runs Power EP to convergence on a grid of "
              "α from 0.01 to 1: the converged energy against α, rising from VI's ELBO "
              "(dashed) to EP's, below MCMC's log p(y) (the solid line); under it the "
@@ -130,12 +132,12 @@ SKEWED = Tour(
              "The classes are separated, so each latent's posterior is skewed away from "
              "the boundary, with a long tail the mode does not see: Laplace's mean stays "
              "far too close to zero. " + _MCMC, {"method": "laplace"},
-             actions=("mcmc", "run")),
+             actions=("run", "mcmc")),
         Step("**VI**: the best Gaussian in KL(q‖p). Its mean moves out to MCMC's; its "
-             "band stays narrower.", {"method": "vi"}, actions=("mcmc", "run")),
+             "band stays narrower.", {"method": "vi"}, actions=("run", "mcmc")),
         Step("**EP**: moment matching. About VI's mean, and a band wider than VI's, "
              "closer to MCMC's.",
-             {"method": "ep"}, actions=("mcmc", "run")),
+             {"method": "ep"}, actions=("run", "mcmc")),
         Step("**Side by side** (Compare page): Laplace against EP run to convergence, the "
              "bands overlaid with MCMC's and their energies (Laplace's is the "
              "lower) against MCMC's log p(y); pick other methods A and B to compare.",
@@ -235,24 +237,40 @@ def tour_list_markdown() -> str:
 
 class TourPanel(pn.viewable.Viewer):
     """The narration above the pages: title, step k of n, the step's text, Back / Next /
-    Exit. Hidden while no tour is open."""
+    Replay / Exit. Hidden while no tour is open.
+
+    A state machine that no click can race. A click only names the step wanted (Next
+    and Back count from the last step asked for, not the one on screen) and returns;
+    one thread at a time shows steps, the first click's, which moves on to the newest
+    step asked for when the step it shows is done. A step's actions stop at the next
+    chance once another step is asked for (between actions, and between a run's
+    iterations), so the step shown last is always the one asked for last, with all of
+    its actions done, and meanwhile the heading says that work is under way and which
+    step comes next."""
 
     def __init__(self, lab, perform_actions: bool = True, **params):
         super().__init__(**params)
         self.lab, self.perform_actions = lab, perform_actions
         self.tour: Tour | None = None
-        self.index = 0
-        self._acting = threading.Lock()
+        self.index = 0                   # the step on screen (or being shown)
+        self._state = threading.Lock()   # guards the four below; held for moments only
+        self._wanted, self._apply = 0, True
+        self._asked = 0                  # requests so far: a step's actions stop when it grows
+        self._showing = False            # a thread is showing steps
         self.heading = markup.html_pane("", css_classes=["bn-tour-heading"], margin=(0, 10))
         self.text = pn.pane.Markdown("", css_classes=["bn-tour-text"],
                                      sizing_mode="stretch_width", margin=(0, 10))
         self.back = pn.widgets.Button(label="◀ Back", width=100)
         self.next = pn.widgets.Button(label="Next ▶", color="primary", width=100)
+        self.replay = pn.widgets.Button(label="⟲ Replay the iterations", width=190,
+                                        visible=False)
         self.exit = pn.widgets.Button(label="Exit tour", width=100)
-        self.back.on_click(lambda e: self.go(self.index - 1))
-        self.next.on_click(lambda e: self.go(self.index + 1))
+        self.back.on_click(lambda e: self.move(-1))
+        self.next.on_click(lambda e: self.move(+1))
+        self.replay.on_click(lambda e: self.lab.live.replay())
         self.exit.on_click(lambda e: self.close())
-        self.layout = pn.Column(self.heading, self.text, pn.Row(self.back, self.next, self.exit),
+        self.layout = pn.Column(self.heading, self.text,
+                                pn.Row(self.back, self.next, self.replay, self.exit),
                                 css_classes=["bn-tour", CLOSED_CLASS], visible=False,
                                 sizing_mode="stretch_width")
 
@@ -298,8 +316,11 @@ class TourPanel(pn.viewable.Viewer):
 
     def close(self):
         """Exit: hide the panel (and its card) and take the tour out of the address, so
-        a reload or a copied link keeps the user's settings instead of reopening it."""
-        self.tour = None
+        a reload or a copied link keeps the user's settings instead of reopening it. A
+        step under way stops at its next chance."""
+        with self._state:
+            self.tour = None
+            self._asked += 1
         self._set_shown(False)
         self._write_address()
 
@@ -316,42 +337,87 @@ class TourPanel(pn.viewable.Viewer):
         if self.lab.address is not None:
             self.lab.address.write()
 
-    def go(self, k: int, apply_settings: bool = True):
-        """Show step ``k``: apply its settings and page controls, switch to its page, then
-        perform its actions; the address names the tour and step. One step at a time:
-        callbacks run in threads, and a quick second click waits for the step being
-        computed instead of racing it."""
-        with self._acting:
-            self._show(k, apply_settings)
+    def move(self, delta: int):
+        """Back (−1) or Next (+1), counted from the step asked for last: three quick
+        clicks on Next go three steps on, whatever is still being shown."""
+        with self._state:
+            wanted = self._wanted
+        self.go(wanted + delta)
 
-    def _show(self, k: int, apply_settings: bool):
-        if self.tour is None:
+    def go(self, k: int, apply_settings: bool = True):
+        """Ask for step ``k`` (clamped to the tour): its settings (unless not
+        ``apply_settings``), its page controls and page, then its actions; the address
+        names the tour and step. Shown on this thread unless another is showing steps
+        already; that one moves on to ``k`` as soon as it can (see the class doc)."""
+        with self._state:
+            if self.tour is None:
+                return
+            self._wanted = min(max(int(k), 0), len(self.tour.steps) - 1)
+            self._apply, self._asked = apply_settings, self._asked + 1
+            if self._showing:
+                queued = self._wanted
+            else:
+                self._showing, queued = True, None
+        if queued is not None:
+            self._say_working(then=queued)
             return
-        k = min(max(int(k), 0), len(self.tour.steps) - 1)
-        self.index, step = k, self.tour.steps[k]
+        try:
+            while True:
+                with self._state:
+                    k, apply, asked = self._wanted, self._apply, self._asked
+                self._show(k, apply, cancelled=lambda: self._asked != asked)
+                with self._state:
+                    if self._asked == asked or self.tour is None:
+                        self._showing = False
+                        return
+        except BaseException:
+            with self._state:
+                self._showing = False
+            raise
+
+    def _heading(self, k: int) -> str:
+        return (f"<b>Tour: {html.escape(self.tour.title)}</b> · "
+                f"step <b class='bn-tour-step'>{k + 1}</b> of {len(self.tour.steps)}")
+
+    def _say_working(self, k: int | None = None, then: int | None = None):
+        tour = self.tour
+        if tour is None:
+            return
+        shown = self.index if k is None else k
+        later = "" if then is None or then == shown else f" (then step {then + 1})"
+        self.heading.object = (self._heading(shown) +
+                               f" · <i class='bn-tour-busy'>working …{later}</i>")
+
+    def _show(self, k: int, apply_settings: bool, cancelled):
+        tour = self.tour
+        if tour is None:
+            return
+        self.index, step = k, tour.steps[k]
         if apply_settings:
-            self.lab.settings.param.update(**self.tour.settings(k))
+            self.lab.settings.param.update(**tour.settings(k))
         self._write_address()
         if step.page:
             _set_page(getattr(self.lab, step.tab.lower()), step.page)
         self.lab.tabs.active = TABS.index(step.tab)
-        n = len(self.tour.steps)
-        heading = (f"<b>Tour: {html.escape(self.tour.title)}</b> · "
-                   f"step <b class='bn-tour-step'>{k + 1}</b> of {n}")
+        n = len(tour.steps)
         self.text.object = step.text
         self.back.visible = self.next.visible = True
         self.back.disabled, self.next.disabled = k == 0, k == n - 1
-        if not (self.perform_actions and step.actions):
-            self.heading.object = heading
-            return
-        self.heading.object = heading + " · <i class='bn-tour-busy'>working …</i>"
-        try:
-            if self.lab.live.runner is None:
-                self.lab.live.rebuild()
-            for action in step.actions:
-                ACTIONS[action](self.lab)
-        finally:
-            self.heading.object = heading
+        self.replay.visible = "run" in step.actions
+        if self.perform_actions and step.actions:
+            self._say_working(k)
+            try:
+                if self.lab.live.runner is None:
+                    self.lab.live.rebuild()
+                for action in step.actions:
+                    if cancelled():
+                        return
+                    ACTIONS[action](self.lab, cancelled)
+            finally:
+                if not cancelled() and self.tour is tour:
+                    self.heading.object = self._heading(k)
+        else:
+            self.heading.object = self._heading(k)
 
 
 def _set_page(view, values: Mapping):

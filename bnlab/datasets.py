@@ -174,6 +174,14 @@ def from_csv(content, *, target=None, test_fraction=0.0, seed=0) -> Dataset:
     return from_csv_bytes(content, target=target, test_fraction=test_fraction, seed=seed)
 
 
+def _data_rows(flags) -> str:
+    """The first ten flagged data rows, counted as a person counts them: the row after
+    the header is 1 (line 2 of a file without blank lines)."""
+    rows = (np.flatnonzero(flags) + 1).tolist()
+    return ", ".join(map(str, rows[:10])) + (" …" if len(rows) > 10 else "") + \
+        " (the first row after the header is 1)"
+
+
 def from_csv_bytes(data, *, target=None, test_fraction=0.0, seed=0, max_rows=None,
                    max_columns=None) -> Dataset:
     """Parse the bytes of a CSV file with a header row; the column ``target`` (default:
@@ -214,12 +222,12 @@ def from_csv_bytes(data, *, target=None, test_fraction=0.0, seed=0, max_rows=Non
     numeric = frame.apply(pd.to_numeric, errors="coerce")
     bad = numeric.isna() & frame.notna()
     if bad.values.any():
-        rows = np.flatnonzero(bad.values.any(1))
-        raise ValueError(f"non-numeric values in CSV rows {rows[:10].tolist()} "
+        rows = _data_rows(bad.values.any(1))
+        raise ValueError(f"non-numeric values in CSV data rows {rows} "
                          f"(columns {list(frame.columns[bad.values.any(0)])})")
     missing = numeric.isna().values.any(1)
     if missing.any():
-        raise ValueError(f"empty cells in CSV rows {np.flatnonzero(missing)[:10].tolist()}")
+        raise ValueError(f"empty cells in CSV data rows {_data_rows(missing)}")
     y = numeric[target].to_numpy(float)
     X = numeric.drop(columns=[target]).to_numpy(float)
     if test_fraction > 0:

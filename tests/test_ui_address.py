@@ -93,3 +93,47 @@ def test_a_sliders_arithmetic_is_written_as_its_box_shows_it():
     assert query["lengthscale"] == "6.65" and query["rho"] == "0.3"
     good, errors = parse_link("&".join(f"{k}={v}" for k, v in query.items()))
     assert errors == {} and abs(good["lengthscale"] - value) < 1e-12 * value
+
+
+def test_a_copied_link_brings_back_the_solved_run_and_the_mcmc_reference():
+    """The teacher's page solved its run and computed the MCMC reference: the address
+    says so (``show=run``, ``mcmc=``temperatures), and a second lab opened on that
+    address alone (a student's) shows the same stop, energy and log p(y) interval."""
+    from bnlab.ui.app import Lab
+    from bnlab.ui.address import shown_from_link
+    from bnlab.ui.mcmc_ref import schedule_ladder
+
+    def opened(search):
+        lab = Lab()
+        lab.address = Address(Location(search=search), lab.settings, lab.tour.query,
+                              shown_query=lab.shown_query)
+        return lab
+
+    teacher = opened("")
+    teacher.settings.param.update(method="ep", lengthscale=1.5)
+    assert "show=" not in teacher.address.location.search
+    teacher.live.solve()
+    teacher.live.compute_mcmc()
+    teacher.address.write()
+    link = teacher.address.location.search
+    assert "show=run" in link and "mcmc=1000" in link
+    student = opened(link)
+    good, bad = parse_link(link)
+    student.settings.apply_link(good)
+    solve, temps, bad = shown_from_link(link, schedule_ladder())
+    assert bad == {} and (solve, temps) == (True, 1000)
+    student.restore_shown(solve, temps)
+    mine, theirs = (lab.live.runner.snapshot()["status"] for lab in (student, teacher))
+    assert mine["stop"] == theirs["stop"] == "converged"
+    assert (mine["iteration"], mine["energy"]) == (theirs["iteration"], theirs["energy"])
+    assert (student.live.mcmc.log_z, student.live.mcmc.log_z_se) == (
+        teacher.live.mcmc.log_z, teacher.live.mcmc.log_z_se)
+    assert student.live.mcmc_pane.object == teacher.live.mcmc_pane.object
+
+
+def test_a_link_shows_only_what_the_lab_can_bring_back():
+    from bnlab.ui.address import shown_from_link
+    from bnlab.ui.mcmc_ref import schedule_ladder
+    solve, temps, bad = shown_from_link("?show=<b>x</b>&mcmc=999999", schedule_ladder())
+    assert (solve, temps) == (False, None) and set(bad) == {"show", "mcmc"}
+    assert "1000, 4000, 16000" in bad["mcmc"][1]

@@ -130,7 +130,9 @@ def test_psd_strip_tells_a_rejected_proposal_from_an_invalid_iterate():
     live = LiveView(s, Status())
     live.runner, live.problem = r, r.problem
     live._render_status(snap["status"])
-    assert live.status_pane.object.endswith("rejected by the safeguards")   # ρ as set
+    text = live.status_pane.object
+    assert "rejected by the safeguards" in text and "ρ reduced" not in text   # ρ as set
+    assert "is not taken: the iterate stays" in text       # in words a student reads
     # a cavity that is not PD at an accepted iterate is a fact about the iterate: red
     assert psd_colours([True, True], [True, False], [True, True], False)[3] == BAD
 

@@ -142,6 +142,7 @@ def test_compare_runs_pep_at_its_own_alpha_and_the_table_says_so():
     np.testing.assert_allclose(shown, [ref["pep"], ref["ep"]], atol=1e-3)
     assert abs(shown[0] - shown[1]) > 1e-3
     assert view.widgets["alpha_b"].disabled and not view.widgets["alpha_a"].disabled
+    assert view.widgets["alpha_a"].visible and not view.widgets["alpha_b"].visible
     view.param.update(method_a="laplace", rho_a=0.9)
     view.run_pair()
     assert "<td class='bn-alpha'>—</td><td>0.9</td>" in view.table.object

@@ -227,3 +227,25 @@ def test_browser_oversized_upload_gets_a_message_and_the_server_keeps_serving(
     _step_reaches_iteration_one(other)
     other_ctx.close()
     ctx.close()
+
+
+def test_an_empty_file_after_a_bad_one_replaces_its_error():
+    """The browser sends an empty file as no content with a file name (Panel's
+    FileInput): its own error replaces the bad file's, which used to stay on screen."""
+    s, st = LabSettings(dataset="regression_1d"), Status()
+    controls = Controls(s, st)
+    controls.upload.param.update(value=b"x,y\n1,2\n3,oops\n", filename="bad.csv")
+    assert "non-numeric" in st.errors["csv"]
+    controls.upload.param.update(value=None, filename="empty.csv")
+    assert "the file is empty" in st.errors["csv"] and "non-numeric" not in st.errors["csv"]
+    assert s.dataset == "regression_1d"
+
+
+def test_csv_errors_count_data_rows_as_a_person_does():
+    """Row 3 of the data (line 4 of the file) is the bad one, and is called 3."""
+    from bnlab.datasets import from_csv_bytes
+    with pytest.raises(ValueError, match=r"non-numeric values in CSV data rows 3 \(the "
+                                         r"first row after the header is 1\)"):
+        from_csv_bytes(b"x,y\n1,2\n2,3\n3,oops\n4,5\n")
+    with pytest.raises(ValueError, match=r"empty cells in CSV data rows 1, 4 \("):
+        from_csv_bytes(b"x,y\n1,\n2,3\n3,4\n,5\n")

@@ -35,22 +35,47 @@ def settings_query(settings: LabSettings) -> list[tuple[str, str]]:
     return pairs
 
 
+def shown_from_link(search: str, ladder) -> tuple[bool, int | None, dict]:
+    """What a copied link says the page showed beyond its settings (``Lab.shown_query``):
+    (the run solved to its stop: ``show=run``; the MCMC reference's temperatures:
+    ``mcmc=T``, one of ``ladder``, the schedules the lab runs; {name: (text, why)} of
+    values it cannot use, as ``settings.parse_link`` reports them)."""
+    from urllib.parse import parse_qsl
+    query = dict(parse_qsl(search.lstrip("?"), keep_blank_values=True))
+    bad, temps = {}, None
+    show = query.get("show")
+    if show not in (None, "run"):
+        bad["show"] = (show, "is not “run”")
+    text = query.get("mcmc")
+    if text is not None:
+        if text.isdigit() and int(text) in ladder:
+            temps = int(text)
+        else:
+            bad["mcmc"] = (text, "is not a number of temperatures the lab runs "
+                                 f"({', '.join(map(str, ladder))})")
+    return show == "run", temps, bad
+
+
 class Address:
-    """Keeps ``location.search`` equal to ``tour_query()`` followed by the settings.
+    """Keeps ``location.search`` equal to ``tour_query()``, then the settings, then
+    ``shown_query()`` (what the page shows beyond its settings).
 
     ``location``: the session's ``panel.io.location.Location``; ``doc``: its Bokeh
     document (None outside a server: the address is then written at once; once the
     session is destroyed nothing is written);
     ``tour_query``: the tour's ``[("tour", key), ("step", k)]``, empty when closed."""
 
-    def __init__(self, location, settings, tour_query: Callable[[], list], doc=None):
+    def __init__(self, location, settings, tour_query: Callable[[], list], doc=None,
+                 shown_query: Callable[[], list] = list):
         self.location, self.settings, self.tour_query, self.doc = (
             location, settings, tour_query, doc)
+        self.shown_query = shown_query
         self._lock = threading.RLock()   # a watcher of the address may change a setting
         settings.param.watch(lambda *_: self.write(), list(URL_PARAMS))
 
     def text(self) -> str:
-        return "?" + urlencode([*self.tour_query(), *settings_query(self.settings)])
+        return "?" + urlencode([*self.tour_query(), *settings_query(self.settings),
+                                *self.shown_query()])
 
     def write(self):
         """Bring the address up to date, on the event loop if served (a change made on a

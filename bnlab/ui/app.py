@@ -25,11 +25,12 @@ import panel as pn
 from panel.io.state import set_curdoc
 from tornado.ioloop import IOLoop
 
-from .address import Address
+from .address import Address, shown_from_link
 from .compare import CompareView
 from .controls import Controls, Status
 from .exports import Exports
 from .live import LiveView
+from .mcmc_ref import schedule_ladder
 from .settings import LabSettings, link_notice, parse_link
 from .surfaces import SurfacesView
 from .tours import TABS, TourPanel, tour_list_markdown
@@ -163,8 +164,34 @@ class Lab(pn.viewable.Viewer):
         good, self.link_errors = parse_link(loc.search or "")
         if good:
             self.settings.apply_link(good)
-        self.address = Address(loc, self.settings, self.tour.query, doc=pn.state.curdoc)
+        self.address = Address(loc, self.settings, self.tour.query, doc=pn.state.curdoc,
+                               shown_query=self.shown_query)
+        self.live.param.watch(lambda e: self.address.write(), ["running", "references"])
         return bool(good or self.link_errors)
+
+    def shown_query(self) -> list:
+        """What the page shows beyond its settings, for a copied link to bring back: a
+        run solved to its stop (``show=run``) and the MCMC reference's schedule
+        (``mcmc=``temperatures, which with the reference's fixed seed gives the same
+        samples, from the disk cache)."""
+        runner, mcmc = self.live.runner, self.live.mcmc
+        query = []
+        if runner is not None and not self.live.running and runner.stop_reason() is not None:
+            query.append(("show", "run"))
+        if mcmc.samples is not None:
+            query.append(("mcmc", str(mcmc.num_temps)))
+        return query
+
+    def restore_shown(self, solve: bool, temps: int | None):
+        """Bring back what a copied link says its page showed (``shown_query``): the run
+        solved to its stop, the MCMC reference of ``temps`` temperatures; what a tour
+        step did already is not done again."""
+        live = self.live
+        if solve and live.runner is not None and live.runner.stop_reason() is None:
+            live.solve()
+        if temps is not None and not (live.problem is not None and live.mcmc.holds(live.problem)
+                                      and live.mcmc.num_temps == temps):
+            live.compute_mcmc(temps)
 
     def start(self):
         """Called once the page is loaded: the settings of a shared link are applied
@@ -178,16 +205,22 @@ class Lab(pn.viewable.Viewer):
         session = getattr(getattr(doc, "session_context", None), "id", "-")
         log.info("bnlab page loaded: %s", session)   # a page that never showed: did it get here?
         try:
+            shown = (False, None)
             if self.follow_url:
                 link_names_settings = self.sync_url()   # its settings rebuild the run …
+                loc = pn.state.location
+                *shown, bad = shown_from_link((loc.search if loc else "") or "",
+                                              schedule_ladder())
+                self.link_errors.update(bad)
             if self.link_errors and pn.state.notifications is not None:
                 pn.state.notifications.warning(link_notice(self.link_errors), duration=0)
             if self.follow_url:
                 self.tour.open_from_url(keep_settings=link_names_settings)
-                if self.address is not None:   # the values in force, the tour's step
-                    self.address.write()
             if self.live.runner is None:   # … else (or if they cannot) build it now
                 self.live.rebuild()
+            self.restore_shown(*shown)
+            if self.address is not None:   # the values in force, the tour's step
+                self.address.write()
         finally:
             self.live.layout.loading = False
             log.info("bnlab first build done: %s (%s)", session,
@@ -384,10 +417,36 @@ def _keep_session_until_its_page_loads(patience_s: float = PAGE_PATIENCE_S):
     pn.state.onload(lambda: loop.add_callback(let_go))
 
 
+def _ignore_writes_to_closed_pages():
+    """A message Bokeh was sending when its page's WebSocket closed (a tab closed mid-run
+    or while loading) fails in a task nobody awaits, and asyncio logged each one as
+    "Task exception was never retrieved" with two tracebacks: 26 of them for three
+    rounds of five visitors closing their tabs. The page is gone and its session is
+    released on its own (``Lab.close``): such a failure is dropped here, once per
+    event loop; every other exception goes to the loop's handler as before."""
+    from tornado.iostream import StreamClosedError
+    from tornado.websocket import WebSocketClosedError
+    loop = IOLoop.current().asyncio_loop
+    previous = loop.get_exception_handler()
+    if getattr(previous, "ignores_closed_pages", False):
+        return
+
+    def handle(loop, context):
+        if isinstance(context.get("exception"), (WebSocketClosedError, StreamClosedError)):
+            return
+        if previous is None:
+            loop.default_exception_handler(context)
+        else:
+            previous(loop, context)
+    handle.ignores_closed_pages = True
+    loop.set_exception_handler(handle)
+
+
 def serve_lab():
     """Build the per-session app (the body of apps/lab.py)."""
     serve_resources_locally()
     send_mathjax_only_for_tex()
+    _ignore_writes_to_closed_pages()
     _keep_session_until_its_page_loads()    # its onload first: the lab's may raise
     lab = Lab()
     lab.follow_url = True

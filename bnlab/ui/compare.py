@@ -388,10 +388,12 @@ class CompareView(pn.viewable.Viewer):
 
 
     def _refresh_alpha_inputs(self):
-        """α is an input only for the methods that have one (ep is α = 1)."""
+        """α is an input only for the methods that have one (ep is α = 1), and shown
+        only for them: a greyed box still read as the α that ran (0.5 beside ep)."""
         for side in ("a", "b"):
-            self.widgets[f"alpha_{side}"].disabled = not uses_alpha(
-                getattr(self, f"method_{side}"), self.settings)
+            has = uses_alpha(getattr(self, f"method_{side}"), self.settings)
+            widget = self.widgets[f"alpha_{side}"]
+            widget.disabled, widget.visible = not has, has
 
     def _problem(self):
         try:

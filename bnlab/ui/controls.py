@@ -81,7 +81,7 @@ class Controls(pn.viewable.Viewer):
             accept=".csv,text/csv", sizing_mode="stretch_width", label="CSV file",
             description=f"A header row, then one row per point; the last column is the target. "
                         f"Up to {MAX_UPLOAD_BYTES // 2**20} MB and {MAX_UPLOAD_ROWS} rows.")
-        self.upload.param.watch(self._on_upload, "value")
+        self.upload.param.watch(self._on_upload, ["value", "filename"])
         self.widgets["csv"] = self.upload
         self.rows = {}
         for name, widget in self.widgets.items():
@@ -94,11 +94,15 @@ class Controls(pn.viewable.Viewer):
         status.param.watch(lambda *_: self.refresh(), ["errors", "input_dim"])
         self.refresh()
 
-    def _on_upload(self, event):
-        if event.new is None:
+    def _on_upload(self, *events):
+        """A file was chosen: its content replaces the data if the lab can read it, else
+        its own error replaces any earlier one. Panel reports an empty file as no value
+        with a file name."""
+        raw, name = self.upload.value, self.upload.filename
+        if raw is None and not name:          # nothing chosen (the widget was cleared)
             return
         try:
-            text = upload_text(event.new)
+            text = upload_text(b"" if raw is None else raw)
         except SettingError as exc:
             self.status.errors = {exc.control: str(exc)}
             return

@@ -399,14 +399,15 @@ class LiveView(pn.viewable.Viewer):
         self.pick_i.value, self.pick_j.value = int(i), int(j)
         self.push()
 
-    def compute_mcmc(self):
+    def compute_mcmc(self, num_temps: int | None = None):
         """AIS on the current problem (kept while only the method, α or ρ change); a
-        second press on a problem whose run was rough refines the schedule."""
+        second press on a problem whose run was rough refines the schedule, a copied
+        link names its own (``num_temps``)."""
         if self.problem is None or self.busy:
             return
         self.mcmc_button.loading = True
         try:
-            self.mcmc.compute(self.problem)
+            self.mcmc.compute(self.problem, num_temps=num_temps)
         except ValueError as exc:
             self.message = f"MCMC reference: {exc}"
             self._render_status()
@@ -489,6 +490,10 @@ class LiveView(pn.viewable.Viewer):
         if st["rejected"] and st["step_size"] < st["first_step_size"] * (1 - 1e-9):
             # the step control halves ρ; an Anderson-mixed step is rejected without
             control += f"; ρ reduced to <b>{st['step_size']:.3g}</b>"
+        if st["rejected"]:
+            control += (" <span class='bn-reason'>(a proposed step that would make a "
+                        "covariance not positive definite, overflow, or lower the ELBO is "
+                        "not taken: the iterate stays, amber in the PSD strip)</span>")
         self.status_pane.object = (f"Method <b>{self.settings.method}</b> · iteration "
                                    f"<b>{st['iteration']}</b> · energy <b>{st['energy']:.4f}</b>"
                                    f" · {state}{control}")

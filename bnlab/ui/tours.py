@@ -352,8 +352,10 @@ class TourPanel(pn.viewable.Viewer):
         with self._state:
             if self.tour is None:
                 return
-            self._wanted = min(max(int(k), 0), len(self.tour.steps) - 1)
+            n = len(self.tour.steps)
+            self._wanted = wanted = min(max(int(k), 0), n - 1)
             self._apply, self._asked = apply_settings, self._asked + 1
+            self.back.disabled, self.next.disabled = wanted == 0, wanted == n - 1
             if self._showing:
                 queued = self._wanted
             else:
@@ -399,10 +401,8 @@ class TourPanel(pn.viewable.Viewer):
         if step.page:
             _set_page(getattr(self.lab, step.tab.lower()), step.page)
         self.lab.tabs.active = TABS.index(step.tab)
-        n = len(tour.steps)
         self.text.object = step.text
         self.back.visible = self.next.visible = True
-        self.back.disabled, self.next.disabled = k == 0, k == n - 1
         self.replay.visible = "run" in step.actions
         if self.perform_actions and step.actions:
             self._say_working(k)

@@ -173,3 +173,36 @@ def test_clicks_at_random_moments_never_break_a_tour(lab_browser, lab_url, lab_s
     log = lab_server_log.read_text()
     assert "Traceback" not in log and "RuntimeError" not in log, log[-3000:]
     ctx.close()
+
+
+def test_presentation_mode_fits_a_projector_and_the_keyboard_drives_it(lab_browser, lab_url):
+    """``?present=1`` on a 1024 × 768 projector: the sidebar is folded, the tour's text
+    stands beside the band it describes (the band's top on the screen, not below a text
+    card), → goes to the next step, Space runs and pauses the run, and the address keeps
+    the mode for a copied link."""
+    from test_ui_browser import _text, _wait_stopped
+    ctx = lab_browser.new_context(viewport={"width": 1024, "height": 768})
+    page = ctx.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(lab_url + "?tour=alpha&present=1", timeout=STEP_TIMEOUT_MS)
+    _step_shown(page, 1)
+    assert not page.locator(".ctl-method").first.is_visible()          # sidebar folded
+    text = page.locator(".bn-tour-text").bounding_box()
+    band = page.locator(".bn-band").bounding_box()
+    assert text["x"] + text["width"] <= band["x"] + 1, (text, band)
+    assert band["y"] < 768 - 200, band                  # most of the band is on screen
+    page.mouse.click(5, 760)                            # the page has the keyboard
+    page.keyboard.press("ArrowRight")
+    _step_shown(page, 2)
+    _wait_stopped(page, 120)
+    assert "present=1" in page.evaluate("location.href")
+    page.keyboard.press(" ")                            # the finished run replays …
+    expect(page.locator(".bn-status b", has_text="running")).to_have_count(
+        1, timeout=UPDATE_TIMEOUT_MS)
+    page.keyboard.press(" ")                            # … and Space pauses it
+    expect(page.locator(".bn-status b", has_text="running")).to_have_count(
+        0, timeout=UPDATE_TIMEOUT_MS)
+    assert "step 2 of 6" in _text(page, ".bn-tour-heading")
+    assert errors == []
+    ctx.close()

@@ -25,6 +25,7 @@ import panel as pn
 from panel.io.state import set_curdoc
 from tornado.ioloop import IOLoop
 
+from . import presentation
 from .address import Address, shown_from_link
 from .compare import CompareView
 from .controls import Controls, Status
@@ -123,6 +124,7 @@ class Lab(pn.viewable.Viewer):
         super().__init__(**params)
         Lab._alive.add(self)
         self.follow_url = False            # serve_lab: settings from and to the address
+        self.present = False               # presentation mode (serve_lab: ?present=1)
         self.settings = LabSettings()
         self.link_errors = {}
         self.address: Address | None = None   # set by sync_url
@@ -175,7 +177,7 @@ class Lab(pn.viewable.Viewer):
         (``mcmc=``temperatures, which with the reference's fixed seed gives the same
         samples, from the disk cache)."""
         runner, mcmc = self.live.runner, self.live.mcmc
-        query = []
+        query = [("present", "1")] if self.present else []
         if runner is not None and not self.live.running and runner.stop_reason() is not None:
             query.append(("show", "run"))
         if mcmc.samples is not None:
@@ -262,9 +264,13 @@ class Lab(pn.viewable.Viewer):
         # callback of any session (each tick of a run) set the spinner of every open
         # page, which spun for the others' runs and cost an update per open page; each
         # page shows its own work (loading overlays, progress bars, the status line)
+        header = [presentation.switch(self.present)]
+        if self.present:
+            css += presentation.CSS
+            header.append(presentation.Keys(self))
         return LabTemplate(
             title="bnlab — approximate inference lab", sidebar=[self.controls],
-            main=self._main_cards(),
+            main=self._main_cards(), header=header, collapsed_sidebar=self.present,
             sidebar_width=340, raw_css=[css], accent="#1f5fa8",
             font_url="data:text/css,", busy_indicator=None, **extra)
 
@@ -275,7 +281,12 @@ class Lab(pn.viewable.Viewer):
         their colour bar where the y axis belongs and the x axis above the frame, though
         BokehJS laid them out right (Bokeh 3.9, Panel 1.9)."""
         asks_for_tour = bool(pn.state.session_args.get("tour"))
-        return [self.tour, self.tabs] if asks_for_tour else [self.tabs]
+        if not asks_for_tour:
+            return [self.tabs]
+        if self.present:            # the text beside the page it describes
+            self.tour.layout.param.update(sizing_mode=None, width=presentation.TEXT_WIDTH)
+            return [pn.Row(self.tour, self.tabs, sizing_mode="stretch_width")]
+        return [self.tour, self.tabs]
 
     def __panel__(self):
         # a tour opens from the address only, so a notebook has none to show
@@ -450,6 +461,7 @@ def serve_lab():
     _keep_session_until_its_page_loads()    # its onload first: the lab's may raise
     lab = Lab()
     lab.follow_url = True
+    lab.present = presentation.asked(pn.state.session_args)
     pn.state.on_session_destroyed(lab.close)
     # once the closed session's document is released, not while it is being destroyed
     pn.state.on_session_destroyed(

@@ -22,6 +22,7 @@ from urllib.parse import parse_qsl
 import panel as pn
 
 from . import markup
+from .layout import controls_row
 from .settings import URL_PARAMS, LabSettings
 
 #: what a step may do on arrival, each a call on the session's ``Lab`` given a
@@ -270,7 +271,7 @@ class TourPanel(pn.viewable.Viewer):
         self.replay.on_click(lambda e: self.lab.live.replay())
         self.exit.on_click(lambda e: self.close())
         self.layout = pn.Column(self.heading, self.text,
-                                pn.Row(self.back, self.next, self.replay, self.exit),
+                                controls_row(self.back, self.next, self.replay, self.exit),
                                 css_classes=["bn-tour", CLOSED_CLASS], visible=False,
                                 sizing_mode="stretch_width")
 

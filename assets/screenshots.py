@@ -2,6 +2,7 @@
 
     python assets/screenshots.py [--out assets/lab.png] [--query "method=vi"] [--iterations 15]
     python assets/screenshots.py --tours [alpha skewed ...]      # assets/tour-<key>.png
+    python assets/screenshots.py --tours --present               # on a 1024 × 768 projector
 
 Starts ``panel serve apps/lab.py`` on a free port, opens it in headless Chromium
 (Debian's /usr/bin/chromium, driven by Playwright), presses Run, waits until the run
@@ -110,8 +111,10 @@ _PANEL_DRAWN_JS = """(title) => typeof Bokeh !== "undefined" && [...Bokeh.index.
     .some(v => v.model.title && v.model.title.text === title)"""
 
 
-def shoot_tour(base_url: str, key: str, step: int, out: Path, width: int, height: int):
-    """Open tour ``key``, walk to ``step`` and save the screenshot."""
+def shoot_tour(base_url: str, key: str, step: int, out: Path, width: int, height: int,
+               present: bool = False):
+    """Open tour ``key`` (in presentation mode if ``present``), walk to ``step`` and save
+    the screenshot."""
     from playwright.sync_api import sync_playwright
 
     from bnlab.ui.tours import TOURS
@@ -120,7 +123,8 @@ def shoot_tour(base_url: str, key: str, step: int, out: Path, width: int, height
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": width, "height": height})
-        page.goto(f"{base_url}?tour={key}", timeout=LOAD_TIMEOUT_MS)
+        page.goto(f"{base_url}?tour={key}" + ("&present=1" if present else ""),
+                  timeout=LOAD_TIMEOUT_MS)
         for k in range(1, step + 1):
             if k > 1:
                 page.locator(".bn-tour button", has_text="Next ▶").click()
@@ -147,6 +151,8 @@ def main() -> None:
     ap.add_argument("--height", type=int, default=1100)
     ap.add_argument("--tours", nargs="*", metavar="KEY",
                     help=f"screenshot guided tours instead (all when no key): {', '.join(TOUR_SHOTS)}")
+    ap.add_argument("--present", action="store_true",
+                    help="the tours in presentation mode on a 1024 × 768 projector")
     args = ap.parse_args()
     if not Path(CHROMIUM).exists():
         sys.exit(f"needs Debian's chromium at {CHROMIUM} (apt-get install chromium)")
@@ -158,7 +164,10 @@ def main() -> None:
             for key in args.tours or TOUR_SHOTS:
                 out = ROOT / "assets" / f"tour-{key}.png"
                 step, height = TOUR_SHOTS[key]
-                shoot_tour(base, key, step, out, args.width, height)
+                if args.present:
+                    shoot_tour(base, key, step, out, 1024, 768, present=True)
+                else:
+                    shoot_tour(base, key, step, out, args.width, height)
                 print(out)
             return
         shown = shoot(base + (f"?{args.query}" if args.query else ""), args.out,

@@ -6,14 +6,16 @@ import logging
 import threading
 import time
 
+import holoviews as hv
 import panel as pn
 import param
 from panel.io.state import set_curdoc
 
-from . import markup
+from . import markup, palette
 from .controls import Status
 from .layout import controls_row
 from .live_plots import LivePlots
+from .local_picture import local_picture, where
 from .mcmc_ref import MCMCReference
 from .problem import SettingError, build_problem
 from .runner import STOP_REASONS, Runner, make_runner
@@ -63,6 +65,9 @@ class LiveView(pn.viewable.Viewer):
         self.runner: Runner | None = None
         self.problem = None
         self.selected: list[int] = []
+        self.point: int | None = None    # the clicked point whose local picture is shown
+        self._local_drawn = 0.0          # when it was last redrawn (a run redraws it ≤ 1/s)
+        self.colours = palette.current()  # the session's theme, read while it is built
         self.mcmc = MCMCReference()
         self._generation = 0             # the current run's number (see the class doc)
         self._generation_lock = threading.Lock()
@@ -107,10 +112,20 @@ class LiveView(pn.viewable.Viewer):
         self.mcmc_pane = markup.html_pane("", css_classes=["bn-mcmc"],
                                           sizing_mode="stretch_width", visible=False)
         self.description = pn.pane.Markdown("", sizing_mode="stretch_width", margin=(0, 10))
+        # a clicked point's q(fᵢ), cavity, tilted distribution and MCMC marginal
+        # (shown and hidden through its Column: ``visible`` on a HoloViews pane reaches
+        # its Bokeh pane, which then copies the figure's stylesheet objects into a
+        # parameter that takes strings, and the served page's update fails)
+        self.local_pane = pn.pane.HoloViews(None, width=300, height=340, linked_axes=False)
+        close = pn.widgets.Button(label="✕ Close", width=80, margin=(0, 10))
+        close.on_click(lambda e: self.close_local())
+        self.local_box = pn.Column(self.local_pane, close, css_classes=["bn-local"],
+                                   visible=False, margin=0)
         self.layout = pn.Column(
             controls_row(self.run_button, self.pause_button, self.step_button,
                          self.reset_button, self.speed, self.cap, self.mcmc_button),
-            self.status_pane, self.description, self.mcmc_pane, self.panes["band"],
+            self.status_pane, self.description, self.mcmc_pane,
+            pn.Row(self.panes["band"], self.local_box, sizing_mode="stretch_width"),
             sizing_mode="stretch_width")
 
     def show_all(self):
@@ -197,6 +212,8 @@ class LiveView(pn.viewable.Viewer):
             with self._lock:
                 self.problem, self.runner = problem, runner
                 self.selected = [i for i in self.selected if i < len(problem.x_plot)]
+                if self.point is not None and self.point >= len(problem.x_plot):
+                    self.point = None
                 self.mcmc.keep_for(problem)
                 self.cancelled = False
             self.status.errors = {}
@@ -388,11 +405,17 @@ class LiveView(pn.viewable.Viewer):
             return
         fresh = [int(i) for i in new if int(i) not in self.selected[-1:]]
         sel = (self.selected + [fresh[-1] if fresh else int(new[-1])])[-2:]
+        self.point, self._local_drawn = sel[-1], 0.0
         if len(sel) == 2 and sel[0] != sel[1]:
             self.select_pair(*sel)
         else:
             self.selected = sel[-1:]
             self.push()
+
+    def close_local(self):
+        """Put the clicked point's picture away: the band has the width again."""
+        self.point = None
+        self.local_box.visible = False
 
     def select_pair(self, i: int, j: int):
         self.selected = [int(i), int(j)]
@@ -439,13 +462,30 @@ class LiveView(pn.viewable.Viewer):
         if runner is None or problem is None or self.closed:
             return
         frame = (runner, runner.snapshot(), tuple(self.selected), self.mcmc.band(),
-                 self.joint_data(), problem.x_label)
+                 self.joint_data(), problem.x_label, self._local_frame(runner, problem))
         pn.state.execute(lambda: self._draw(*frame), schedule="auto")
 
-    def _draw(self, runner, snap, selected, mcmc_band, joint, x_label):
+    def _local_frame(self, runner, problem):
+        """The clicked point's local picture (``local_picture``), or None to leave the
+        one drawn: no point, or a run redrawing it within the last second."""
+        point = self.point
+        if point is None or (self.running and time.monotonic() - self._local_drawn < 1.0):
+            return None
+        self._local_drawn = time.monotonic()
+        label = where(problem, point)
+        try:
+            pic = runner.local(point)
+        except ValueError as exc:
+            return hv.Curve([]).opts(title=str(exc), xlabel=f"f at {label}")
+        return local_picture(pic, label, self.mcmc.truth_for(problem), point, self.colours,
+                             legend_position="bottom", fontsize={"title": 10})
+
+    def _draw(self, runner, snap, selected, mcmc_band, joint, x_label, local=None):
         if self.closed or runner is not self.runner:
             return
         with pn.io.hold():
+            if local is not None:
+                self.local_pane.object, self.local_box.visible = local, True
             self.plots.update(snap, selected, mcmc_band, joint, x_label)
             self.mcmc_pane.object = self.mcmc.summary_html()
             self.mcmc_pane.visible = self.mcmc.samples is not None
@@ -459,7 +499,7 @@ class LiveView(pn.viewable.Viewer):
             return
         with pn.io.hold():
             self.plots.clear()
-            self.mcmc_pane.visible = False
+            self.mcmc_pane.visible = self.local_box.visible = False
 
     def _render_status(self, st=None):
         if self.message:

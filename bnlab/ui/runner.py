@@ -81,7 +81,7 @@ class Runner(_Run):
                  max_iters: int | None = None):
         if method == "gkl":
             raise ValueError("G-KL has no site steps: use GKLRunner (make_runner does)")
-        self.problem, self.method = problem, method
+        self.problem, self.method, self.alpha = problem, method, float(alpha)
         self.cubature = ("gauss_hermite", int(cubature_order))
         self.stepper = bnlab.Stepper(problem.model, problem.X, problem.y, method, alpha=alpha,
                                      damping=rho, tol=tol, backtracking=backtrack,
@@ -141,6 +141,19 @@ class Runner(_Run):
         mean, cov, ey, vy, sites = jax.device_get((mean, cov, ey, vy, st.sites))
         return _assemble(self, mean, cov, ey, vy, np.asarray(sites.nat1)[:, 0],
                          np.asarray(sites.prec)[:, 0, 0])
+
+    # -- one point's local picture ---------------------------------------------------
+    def local(self, i: int) -> dict:
+        """q(fᵢ), the cavity and the tilted distribution at data point ``i`` under the
+        current iterate (``bnlab.studies.tilted_marginal``), at the run's α: Power EP's
+        own, α = 1 (EP's) for the methods without one, whose sites define a cavity all
+        the same. A ValueError for two-latent likelihoods."""
+        from bnlab.studies import tilted_marginal
+        with self._lock:
+            st = self.state
+        p = self.problem
+        return tilted_marginal(p.model.likelihood, p.params["likelihood"], p.y[i],
+                               st.marginals, st.sites, int(i), self.alpha)
 
     # -- two-point view -------------------------------------------------------------
     def joint(self, i: int, j: int):
@@ -276,6 +289,10 @@ class GKLRunner(_Run):
         ey, vy = jax.device_get(predictive_moments(p.model.likelihood, p.params["likelihood"],
                                                    mean, cov, self.cubature))
         return _assemble(self, mean, cov, ey, vy, np.full(N, np.nan), np.full(N, np.nan))
+
+    def local(self, i: int) -> dict:
+        raise ValueError("G-KL fits q directly: it has no sites, so no cavity or tilted "
+                         "distribution to show")
 
     def joint(self, i: int, j: int):
         with self._lock:

@@ -50,12 +50,13 @@ def validate_settings(method, alpha, damping, max_iters, tol):
         raise ValueError(f"tol must be positive, got {tol}")
 
 
-def validate_data(model, X, y):
+def validate_data(model, X, y, name="X", width=None):
     """The data as ``infer``, the ``Stepper`` and the studies take them: (X, y) as JAX float
     arrays, X as (N, d) (a vector is one column), y as (N,), finite and in the
     likelihood's domain. ValueError, naming the offending rows, otherwise; so a caller
-    can check data before building anything (``bnlab.validate_data``)."""
-    X = validate_inputs(X)
+    can check data before building anything (``bnlab.validate_data``). ``name`` and
+    ``width``: test inputs (``name="X_test"``) must have the training inputs' columns."""
+    X = validate_inputs(X, name, width)
     y = model.likelihood.validate_targets(y)
     if X.shape[0] != y.shape[0]:
         raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]} entries")

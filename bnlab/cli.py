@@ -263,10 +263,22 @@ def _compute_surface(args, out):
         if client is not None:
             client.close()
     surf.to_netcdf(out)
+    _print_maxima(surf)
+
+
+def _print_maxima(surf):
+    """Each method's largest log p(y|θ)/n over the cells where it has a finite value and
+    did not diverge (a diverged cell holds its last valid iterate's energy, not an
+    answer), or a line saying there is none."""
     per_n = surf.log_marginal_per_n
     for m in surf["scheme"].values:
         v = per_n.loc[{"scheme": m}]
-        i, j = np.unravel_index(int(np.nanargmax(v.values)), v.shape)
+        values = np.where(np.isfinite(v.values) & ~surf.diverged.loc[{"scheme": m}].values,
+                          v.values, -np.inf)
+        if not np.isfinite(values).any():
+            print(f"{m:>8}: no finite value where it did not diverge")
+            continue
+        i, j = np.unravel_index(int(np.argmax(values)), v.shape)
         dims = v.dims
         print(f"{m:>8}: max log p(y|θ)/n = {float(v.values[i, j]):.4f} at "
               f"{dims[0]}={float(v[dims[0]][i]):.4g}, {dims[1]}={float(v[dims[1]][j]):.4g}")

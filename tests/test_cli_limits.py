@@ -117,3 +117,20 @@ def test_ctrl_c_prints_one_line_and_leaves_no_file(csv, tmp_path, capsys, monkey
                       f"resume from --store {store}"
     assert not any("Traceback" in line for line in err)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data.csv"]
+
+
+def test_the_summary_skips_diverged_and_nan_cells(capsys):
+    import numpy as np
+    import xarray as xr
+    from bnlab.cli import _print_maxima
+    values = np.array([[[np.nan, np.nan], [np.nan, np.nan]],
+                       [[-1.0, 5.0], [-2.0, np.nan]]])
+    diverged = np.array([[[True, True], [True, True]], [[False, True], [False, False]]])
+    dims = ("scheme", "lengthscale", "variance")
+    surf = xr.Dataset({"log_marginal_per_n": (dims, values), "diverged": (dims, diverged)},
+                      coords={"scheme": ["ep", "vi"], "lengthscale": [0.5, 2.0],
+                              "variance": [1.0, 3.0]})
+    _print_maxima(surf)
+    assert capsys.readouterr().out.splitlines() == [
+        "      ep: no finite value where it did not diverge",
+        "      vi: max log p(y|θ)/n = -1.0000 at lengthscale=0.5, variance=1"]

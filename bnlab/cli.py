@@ -173,7 +173,7 @@ def _remove_stale_temporaries(out: Path):
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):     # no such process; no such process id
         return False
     except OSError:            # someone else's process: alive
         return True

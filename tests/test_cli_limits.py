@@ -93,8 +93,10 @@ def test_a_store_in_a_missing_directory_is_refused_before_any_work(csv, tmp_path
 def test_temporaries_of_killed_runs_are_removed_and_a_live_runs_kept(csv, tmp_path, monkeypatch):
     out = tmp_path / "s.nc"
     dead = tmp_path / ".s.nc.99999999.k7x2.tmp"          # no process has this id
+    impossible = tmp_path / f".s.nc.{10**30}.q9z1.tmp"  # no process can have this id
     live = tmp_path / f".s.nc.{os.getppid()}.a1b2.tmp"    # a running process
     dead.write_bytes(b"")
+    impossible.write_bytes(b"")
     live.write_bytes(b"")
 
     def fail(*args, **kwargs):

@@ -89,3 +89,15 @@ def test_the_command_lines_bounds_are_the_labs():
     assert work_limits.MAX_TEMPS == mcmc_ref.MAX_TEMPS
     assert work_limits.MAX_CHAINS == mcmc_ref.NUM_CHAINS
     assert work_limits.MAX_AXIS_POINTS == SurfacesView.param.points.bounds[1]
+
+
+def test_an_ais_schedule_beyond_memory_is_refused_before_any_work(problem, monkeypatch):
+    model, X, y = problem
+    # one point at once: its factor and covariance, 16 chains' states, 2 × 10⁹ temperatures
+    need = 8 * (2 * N**2 + 4 * 16 * N + 2 * 10**9)
+    assert work_limits.ais_memory(N, 10**9, 16, 1) == need
+    monkeypatch.setattr(work_limits, "available_memory", lambda: need - 1)
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match="num_temps=1000000000 .* GiB of memory"):
+        bnlab.mcmc.ais(model, X, y, num_temps=10**9, use_cache=False)
+    assert time.perf_counter() - start < 2

@@ -38,7 +38,8 @@ import os
 
 from ..hyperparameters import real_number
 
-__all__ = ["MAX_WORK", "check_surface_size", "surface_work", "surface_memory"]
+__all__ = ["MAX_WORK", "check_surface_size", "check_ais_memory", "surface_work",
+           "surface_memory", "ais_memory"]
 
 #: seconds per unit of work on the calibration machine
 SECONDS_PER_UNIT = 5e-11
@@ -76,6 +77,12 @@ def surface_work(n, points, methods, max_iters, mcmc_options=None) -> dict[str, 
     return work
 
 
+def ais_memory(latent_values, num_temps, num_chains, chunk=AIS_CHUNK) -> float:
+    """Bytes AIS holds for ``chunk`` grid points vmapped together: per point its prior
+    factor and covariance, the chains' states and the temperature schedule."""
+    return chunk * 8 * (2 * latent_values**2 + 4 * num_chains * latent_values + 2 * num_temps)
+
+
 def surface_memory(n, latents, points, methods, in_flight, mcmc_options=None) -> float:
     """Bytes a surface holds at once (see the module's docstring)."""
     D = latents
@@ -84,8 +91,7 @@ def surface_memory(n, latents, points, methods, in_flight, mcmc_options=None) ->
     memory = points * per_point + in_flight * MATRICES_IN_FLIGHT * 8 * (n * D) ** 2
     if "mcmc" in methods:
         a = _ais_settings(mcmc_options)
-        memory += AIS_CHUNK * 8 * (2 * (n * D) ** 2 + 4 * a["num_chains"] * n * D
-                                   + 2 * a["num_temps"])
+        memory += ais_memory(n * D, a["num_temps"], a["num_chains"])
     return memory
 
 
@@ -133,6 +139,18 @@ def check_surface_size(n, latents, points, methods, max_iters, mcmc_options=None
             f"points in flight), more than the {free / 2**30:.3g} GiB available; use a "
             f"coarser grid or fewer data points")
     return total
+
+
+def check_ais_memory(latent_values, num_temps, num_chains, chunk) -> None:
+    """Refuse AIS settings whose arrays exceed the available memory (``ais_memory``),
+    before any work: a direct ``mcmc.ais`` call has no other bound on its schedule."""
+    need, free = ais_memory(latent_values, num_temps, num_chains, chunk), available_memory()
+    if need > free:
+        raise ValueError(
+            f"AIS with num_temps={num_temps} and num_chains={num_chains} over {chunk} grid "
+            f"point(s) at once needs about {need / 2**30:.3g} GiB of memory, more than the "
+            f"{free / 2**30:.3g} GiB available; use fewer temperatures (the lab's longest "
+            f"schedule is {MAX_TEMPS}) or chains")
 
 
 def _round_up(work) -> str:

@@ -15,9 +15,10 @@ Calibration (this repository's development machine, 2 shared CPU cores, float64)
 iteration of ``infer`` with EP, VI or Laplace on a probit GP took 4–6·10⁻¹¹ s per n³
 at n = 200 and 400, and 0.9–6·10⁶ units (n³ + ≈ 4·10⁶) at n = 30 and 100; one AIS move
 took ≈ 8·10⁻¹⁰ s per n² (16 units) at n = 300 and ≈ 5·10⁻⁹ s at n = 50. At 5·10⁻¹¹ s
-per unit (``SECONDS_PER_UNIT``), ``MAX_WORK`` = 7.2·10¹³ units is about an hour on such a machine (a 21 × 21
-surface of four methods at n = 455, breast cancer, is under half of it even if every
-point ran to the cap). ``max_work=`` (``bnlab surface --max-work``) raises it.
+per unit (``SECONDS_PER_UNIT``), ``MAX_WORK`` = 7.2·10¹³ units is about an hour on
+such a machine (a 21 × 21 surface of four methods at n = 455, breast cancer, is about
+half of it with every point counted to its cap). ``max_work=`` (``bnlab surface
+--max-work``) raises it.
 
 Memory: the arrays a surface keeps for every grid point (its converged sites, one
 n × D block and one n × D × D block per site-method run, for warm starts; each
@@ -26,7 +27,7 @@ each (AIS: its prior factor and the chains' state per vmapped point) must fit in
 memory the system reports available (``psutil.virtual_memory().available``); there is
 no override, since beyond it the run would fail or swap.
 
-The command line and the lab bound single settings as the lab's controls do:
+The command line bounds single settings as the lab's controls do:
 ``MAX_TEMPS`` AIS temperatures per grid point (the lab's longest MCMC schedule),
 ``MAX_CHAINS`` chains (its MCMC reference's), ``MAX_AXIS_POINTS`` values per grid axis
 (its surface page's).

@@ -1,7 +1,9 @@
 """Extreme but finite inputs get exact finite answers: inputs far apart on the
 lengthscale's scale (ℓ = 1e-300, x ≈ 1e160) have a Matérn correlation of exactly 0, so
 the prior covariance is σ² I, where probit's evidence is exactly 2⁻ⁿ (each y_n has
-probability Φ(0)) and EP, exact for independent sites, must give it."""
+probability Φ(0)) and EP, exact for independent sites, must give it. Targets are exact
+up to |y| = 1e150 (Gaussian regression against R&W eq. 2.30) and refused beyond, where
+their squares, and log p(y) itself, leave float64."""
 import math
 
 import numpy as np
@@ -72,3 +74,28 @@ def test_matern_correlations_are_exact_at_every_scale(log_x, log_ell, offset):
     assert np.isfinite(K).all()
     assert K[0, 0] == K[1, 1] == 1.0
     assert K[0, 1] == pytest.approx(_matern52_exact(d, ell), rel=1e-9, abs=1e-300)
+
+
+def _gaussian_log_evidence(X, y, noise):
+    """GP regression's exact log p(y) (R&W eq. 2.30), in numpy."""
+    K = np.asarray(bnlab.kernels.Matern52()({"lengthscale": 1.0, "variance": 1.0},
+                                            X[:, None], X[:, None])) + noise * np.eye(len(X))
+    L = np.linalg.cholesky(K)
+    a = np.linalg.solve(L, y)
+    return -0.5 * a @ a - np.log(np.diag(L)).sum() - 0.5 * len(X) * math.log(2 * math.pi)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(log_scale=st.floats(-150, 200))
+@example(log_scale=160.0)
+def test_gaussian_targets_at_every_scale_are_exact_or_refused_naming_y(data, log_scale):
+    X, y = data
+    y = (y + 0.3 * X) * 10.0**log_scale
+    model = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.Gaussian(noise=0.1))
+    if np.max(np.abs(y)) > 1e150:
+        with pytest.raises(ValueError, match=r"^y reaches .* rescale y"):
+            bnlab.infer(model, X, y, method="ep")
+        return
+    res = bnlab.infer(model, X, y, method="ep")
+    assert res.converged and np.isfinite(res.log_marginal)
+    assert res.log_marginal == pytest.approx(_gaussian_log_evidence(X, y, 0.1), rel=1e-9)

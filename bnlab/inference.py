@@ -14,12 +14,18 @@ from .model import validate_inputs
 from .posterior import full, joint
 
 __all__ = ["infer", "Stepper", "InferenceResult", "validate_settings", "check_max_iters",
-           "validate_data", "prepare_problem", "MAX_ITERS"]
+           "validate_data", "prepare_problem", "MAX_ITERS", "MAX_TARGET"]
 
 
 MAX_ITERS = 100_000
 """The most iterations ``infer`` runs: far beyond any method's convergence here, and
 the trace it may hold (a few numbers per iteration) stays in megabytes."""
+
+
+MAX_TARGET = 1e150
+"""The largest |y| accepted: a likelihood's log density holds (y − f)², finite in float64
+only below about 1.3e154 (and log p(y) of Gaussian data scaled by 1e160 is below
+−1e308: no float64 holds it)."""
 
 
 def check_max_iters(max_iters) -> int:
@@ -50,13 +56,19 @@ def validate_settings(method, alpha, damping, max_iters, tol):
         raise ValueError(f"tol must be positive, got {tol}")
 
 
-def validate_data(model, X, y):
+def validate_data(model, X, y, name="X", width=None):
     """The data as ``infer``, the ``Stepper`` and the studies take them: (X, y) as JAX float
     arrays, X as (N, d) (a vector is one column), y as (N,), finite and in the
     likelihood's domain. ValueError, naming the offending rows, otherwise; so a caller
-    can check data before building anything (``bnlab.validate_data``)."""
-    X = validate_inputs(X)
+    can check data before building anything (``bnlab.validate_data``). ``name`` and
+    ``width``: test inputs (``name="X_test"``) must have the training inputs' columns."""
+    X = validate_inputs(X, name, width)
     y = model.likelihood.validate_targets(y)
+    largest = float(np.max(np.abs(y), initial=0.0))
+    if largest > MAX_TARGET:
+        raise ValueError(f"y reaches {largest:.3g} in absolute value, beyond {MAX_TARGET:g}: "
+                         f"the likelihoods square their targets, which overflows float64 "
+                         f"(and so would log p(y)); rescale y (and a noise scale with it)")
     if X.shape[0] != y.shape[0]:
         raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]} entries")
     return jnp.asarray(X), jnp.asarray(y)

@@ -38,11 +38,19 @@ def _scaled_sqdist(X1, X2, lengthscale):
     return jnp.sum(diff**2, 1)
 
 
+#: a scaled distance beyond which every Matérn correlation is exactly 0 in float64
+#: (e^−r underflows below r ≈ 745): distances are capped there, so that inputs far
+#: apart on the lengthscale's scale (|x − x'|/ℓ overflowing to inf: ℓ = 1e-300, x ≈
+#: 1e160) give 0, not the polynomial's inf times e^−inf = NaN
+FAR = 1e3
+
+
 def _scaled_dist(X1, X2, lengthscale):
-    """Euclidean distance r = |x - x'|/ℓ with a gradient that is finite at r = 0."""
+    """Euclidean distance r = |x - x'|/ℓ, capped at ``FAR``, with a gradient that is
+    finite at r = 0."""
     sq = _scaled_sqdist(X1, X2, lengthscale)
     safe = jnp.where(sq > 1e-30, sq, 1.0)
-    return jnp.where(sq > 1e-30, jnp.sqrt(safe), 0.0)
+    return jnp.where(sq > 1e-30, jnp.minimum(jnp.sqrt(safe), FAR), 0.0)
 
 
 class Kernel:

@@ -13,19 +13,31 @@ checksum, does not match it, or has other fields, shapes or dtypes than the call
 expects is a miss (with a ``CacheWarning`` naming the file), so it is recomputed and
 replaced. A directory that cannot be written means running without the cache (with a
 warning), never a lost result.
+
+Trust model: the checksum detects damage, not tampering — whoever can write the cache
+directory can plant an entry with its checksum recomputed, and bnlab would serve it as
+its own result (and JAX loads and runs the compiled programs of ``xla/`` beside it). So
+the cache is trusted exactly as far as its directory is private: ``cache_dir`` creates
+it readable and writable by its user only (0700), and a directory (or kind
+subdirectory) that another user owns or that group or others can write is refused — no
+entry is read from it or written to it, with a ``CacheWarning`` saying why and how to
+fix it. ``verify`` checks every entry and ``clear`` removes them
+(``bnlab cache verify|clear``).
 """
 from __future__ import annotations
 
 import hashlib
 import io
 import os
+import stat
 import tempfile
 import warnings
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["CacheWarning", "cache_dir", "make_key", "load", "store"]
+__all__ = ["CacheWarning", "cache_dir", "make_key", "load", "store", "unsafe_reason", "verify",
+           "clear"]
 
 #: the field of an entry holding the SHA-256 of the rest (see ``_checksum``)
 CHECKSUM = "__sha256__"
@@ -36,7 +48,39 @@ class CacheWarning(UserWarning):
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("BNLAB_CACHE_DIR") or Path.home() / ".cache" / "bnlab")
+    """``$BNLAB_CACHE_DIR`` or ``~/.cache/bnlab``, created private to the user (0700) if
+    it does not exist yet (one that cannot be created is reported where it is used)."""
+    path = Path(os.environ.get("BNLAB_CACHE_DIR") or Path.home() / ".cache" / "bnlab")
+    if not path.exists():
+        try:
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError:
+            pass
+    return path
+
+
+def unsafe_reason(path: Path) -> str | None:
+    """Why the cache directory ``path`` cannot be trusted (another user owns it, or its
+    group or others can write it), or None (also when it does not exist yet)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    if st.st_uid != os.getuid():
+        return f"{path} belongs to another user (uid {st.st_uid})"
+    if st.st_mode & 0o022:
+        return (f"{path} can be written by its group or others (mode "
+                f"{stat.S_IMODE(st.st_mode):o}), so anyone could plant results there; "
+                f"make it private (chmod 700 {path}) or set BNLAB_CACHE_DIR")
+    return None
+
+
+def _refusal(kind: str) -> str | None:
+    for path in (cache_dir(), cache_dir() / kind):
+        why = unsafe_reason(path)
+        if why is not None:
+            return why
+    return None
 
 
 def _feed(h, obj):
@@ -113,6 +157,10 @@ def load(kind: str, key: str, expect: dict | None = None) -> dict | None:
     compared by kind: float, int…) is the exact layout the caller will use; an entry
     that is unreadable, fails its checksum or differs from ``expect`` is a miss too,
     with a ``CacheWarning`` naming the file (the caller's ``store`` then replaces it)."""
+    refused = _refusal(kind)
+    if refused is not None:
+        warnings.warn(f"bnlab cache: not reading {refused}", CacheWarning, stacklevel=2)
+        return None
     path = _path(kind, key)
     try:
         raw = path.read_bytes()
@@ -142,10 +190,14 @@ def store(kind: str, key: str, arrays: dict) -> bool:
         if name == CHECKSUM or a.dtype.kind not in "biufc":
             raise TypeError(f"cannot cache field {name!r} of dtype {a.dtype}")
     arrays[CHECKSUM] = np.asarray(_checksum(kind, key, arrays))
+    refused = _refusal(kind)
+    if refused is not None:
+        warnings.warn(f"bnlab cache: not writing, {refused}", CacheWarning, stacklevel=2)
+        return False
     path = _path(kind, key)
     tmp = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key[:16]}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as fh:
             np.savez(fh, **arrays)
@@ -161,3 +213,38 @@ def store(kind: str, key: str, arrays: dict) -> bool:
     finally:
         if tmp is not None and os.path.exists(tmp):
             os.remove(tmp)
+
+
+def _entries():
+    """(kind, key, path) of every entry under ``cache_dir()``."""
+    root = cache_dir()
+    for path in sorted(root.glob("*/*.npz")):
+        yield path.parent.name, path.stem, path
+
+
+def verify() -> dict[str, list]:
+    """Check every entry against its checksum: {"ok": [paths], "damaged": [(path, why)]}.
+    A directory that fails the trust check (``unsafe_reason``) is a ValueError."""
+    for path in {cache_dir(), *(p.parent for _, _, p in _entries())}:
+        why = unsafe_reason(path)
+        if why is not None:
+            raise ValueError(f"the bnlab cache is not trusted: {why}")
+    report = {"ok": [], "damaged": []}
+    for kind, key, path in _entries():
+        try:
+            _decode(path.read_bytes(), kind, key, None)
+            report["ok"].append(path)
+        except Exception as exc:  # noqa: BLE001 — as in ``load``: any failure is damage
+            report["damaged"].append((path, f"{type(exc).__name__}: {exc}"))
+    return report
+
+
+def clear() -> int:
+    """Remove every entry (and temporary files left by interrupted writes) under
+    ``cache_dir()``; JAX's compiled programs in ``xla/`` are left to JAX. Returns how
+    many files were removed."""
+    removed = 0
+    for path in [p for _, _, p in _entries()] + sorted(cache_dir().glob("*/.*.tmp")):
+        path.unlink()
+        removed += 1
+    return removed

@@ -35,6 +35,7 @@ from jax.scipy.special import logsumexp
 
 from .. import cubature
 from .._runtime import disk_cache as cache
+from .work_limits import check_ais_memory
 from ..posterior import full
 
 __all__ = ["AISResult", "ais", "ais_grid", "ess_step", "effective_sample_size",
@@ -246,6 +247,8 @@ def ais_grid(model, X, y, params_list, *, X_test=None, y_test=None, num_temps=10
         raise ValueError(f"AIS works with the dense prior covariance of every training "
                          f"latent; {X.shape[0]} points × {model.num_latents} latent(s) is "
                          f"above its limit of {MAX_POINTS} (memory grows as n², set-up as n³)")
+    check_ais_memory(X.shape[0] * model.num_latents, int(num_temps), int(num_chains),
+                     min(int(chunk_size), len(params_list)))
     with_test = X_test is not None and y_test is not None
     Xs, ys = (validate_data(model, X_test, y_test) if with_test
               else (jnp.zeros((1, X.shape[1])), jnp.zeros(1)))

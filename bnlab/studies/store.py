@@ -10,7 +10,9 @@ matches the arrays read back: a block whose writing was cut short, or whose chun
 damaged, fails that check (or fails to decode) and is computed again, never read as
 numbers. The store's attributes hold a fingerprint of everything the values depend on
 (data, model, grid, methods, settings); opening it with another fingerprint is an
-error naming the entries that differ.
+error naming the entries that differ. Opening is serialised by a lock file beside the
+store (``<path>.lock``), so threads or processes opening one new store at once create it
+once and then all check it; a path that cannot hold a store is an error naming it.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import xarray as xr
+from filelock import FileLock
 
 __all__ = ["BlockStore", "fingerprint"]
 
@@ -46,10 +49,19 @@ class BlockStore:
 
     def __init__(self, path, prints: dict[str, str], layout: dict):
         self.path, self.layout = str(path), layout
-        if Path(self.path).exists():
-            self._check(prints)
-        else:
-            self._create(prints)
+        if not Path(self.path).parent.is_dir():
+            raise ValueError(f"store {self.path!r} cannot be opened or created there: its "
+                             f"directory {str(Path(self.path).parent)!r} does not exist")
+        try:
+            with FileLock(f"{self.path}.lock"):
+                if Path(self.path).exists():
+                    self._check(prints)
+                else:
+                    self._create(prints)
+        except OSError as exc:
+            raise ValueError(f"store {self.path!r} cannot be opened or created there "
+                             f"({exc.strerror or exc}); choose a path in an existing, "
+                             f"writable directory") from None
 
     def _create(self, prints):
         import dask.array as da

@@ -44,6 +44,7 @@ from ..inference import prepare_problem, validate_data, validate_settings
 from ..methods.registry import check_method_name
 from ..sites import Sites, init_sites
 from .devices import local_devices, pad_to, sharded
+from .work_limits import check_surface_size
 from .surface_blocks import ThreadPool, default_workers, for_runs, padded, plan_blocks, run_blocks
 
 __all__ = ["surface", "grid_axes", "point_params", "LIKELIHOOD_AXES"]
@@ -227,7 +228,7 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
             tol=1e-8, backtracking=True, acceleration=True, cubature=("gauss_hermite", 20),
             warm_start=True, chunk_size=None, workers=None, devices=None, client=None,
             store=None, progress: Callable[[float], None] | None = None, cancel=None,
-            method_options=None, mcmc_options=None) -> xr.Dataset:
+            method_options=None, mcmc_options=None, max_work=None) -> xr.Dataset:
     """Evaluate each method's approximate log marginal likelihood on a 2-D grid.
 
     ``grid``: {name: values, name: values} over kernel hyperparameters (lengthscale,
@@ -257,6 +258,9 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
     ``progress(fraction)`` is called after every chunk; ``cancel`` (a threading.Event
     or a callable returning True) stops between chunks, keeping finished values (NaN
     elsewhere) and setting ``attrs["cancelled"] = 1``.
+    ``max_work``: the most work allowed (default ``work_limits.MAX_WORK``, about an hour
+    on a 2-core CPU): a surface estimated above it, or above the available memory, is a
+    ValueError stating the estimate before anything runs (``bnlab.studies.work_limits``).
 
     Returns an ``xarray.Dataset`` with dims (scheme, <axis 0>, <axis 1>) and variables
     log_marginal, log_marginal_per_n, log_marginal_se (MCMC only), log_predictive (when a
@@ -285,11 +289,13 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
     axes = grid_axes(model, grid)
     names = tuple(a[0] for a in axes)
     shape = (axes[0][1].size, axes[1][1].size)
-    thetas = np.stack(np.meshgrid(axes[0][1], axes[1][1], indexing="ij"), -1).reshape(-1, 2)
     X, y, base = prepare_problem(model, X, y, params)
+    check_surface_size(X.shape[0], model.num_latents, shape[0] * shape[1], methods, max_iters,
+                       mcmc_options, max_work, workers if client is None else 0)
+    thetas = np.stack(np.meshgrid(axes[0][1], axes[1][1], indexing="ij"), -1).reshape(-1, 2)
     with_test = X_test is not None and y_test is not None
     if with_test:
-        X_test, y_test = validate_data(model, X_test, y_test)
+        X_test, y_test = validate_data(model, X_test, y_test, "X_test", width=X.shape[1])
     method_options = method_options or {}
     N, D = X.shape[0], model.num_latents
     chunk = int(chunk_size) if chunk_size is not None else shape[1]

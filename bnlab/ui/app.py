@@ -102,11 +102,29 @@ def _return_freed_memory():
         pass
 
 
+def unknown_theme(search: str) -> dict:
+    """{"theme": (text, why)} when a link's ``?theme=`` names no theme of the lab (the
+    light ``default`` and ``dark``), else {}: reported with the link's other bad values
+    (``link_notice``), while the page shows the default theme."""
+    from urllib.parse import parse_qsl
+    asked = dict(parse_qsl(search.lstrip("?"), keep_blank_values=True)).get("theme")
+    if asked is None or asked.strip("'\"") in pn.theme.THEMES:
+        return {}
+    return {"theme": (asked, f"is not a theme of the lab ({', '.join(pn.theme.THEMES)}); "
+                             f"the default theme is shown")}
+
+
 class LabTemplate(pn.template.FastListTemplate):
     """The lab's page, its Bokeh document built with the document's model index frozen:
     every editable slider links its number box to its slider in JavaScript, and each
     link made Bokeh walk the page's ≈ 800 models again (benchmarks/README.md, "App
-    load"); frozen, it walks them once."""
+    load"); frozen, it walks them once. An unknown ``?theme=`` gives the default theme
+    (Panel's own lookup raised a KeyError and the page did not load)."""
+
+    @staticmethod
+    def _get_theme_from_query_args():
+        theme = pn.template.FastListTemplate._get_theme_from_query_args()
+        return theme if theme in pn.theme.THEMES else None
 
     def server_doc(self, doc=None, title=None, location=True):
         target = doc if doc is not None else pn.state.curdoc
@@ -164,12 +182,14 @@ class Lab(pn.viewable.Viewer):
         if loc is None:
             return False
         good, self.link_errors = parse_link(loc.search or "")
+        names_settings = bool(good or self.link_errors)
+        self.link_errors.update(unknown_theme(loc.search or ""))
         if good:
             self.settings.apply_link(good)
         self.address = Address(loc, self.settings, self.tour.query, doc=pn.state.curdoc,
                                shown_query=self.shown_query)
         self.live.param.watch(lambda e: self.address.write(), ["running", "references"])
-        return bool(good or self.link_errors)
+        return names_settings
 
     def shown_query(self) -> list:
         """What the page shows beyond its settings, for a copied link to bring back: a

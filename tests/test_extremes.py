@@ -1,0 +1,101 @@
+"""Extreme but finite inputs get exact finite answers: inputs far apart on the
+lengthscale's scale (ℓ = 1e-300, x ≈ 1e160) have a Matérn correlation of exactly 0, so
+the prior covariance is σ² I, where probit's evidence is exactly 2⁻ⁿ (each y_n has
+probability Φ(0)) and EP, exact for independent sites, must give it. Targets are exact
+up to |y| = 1e150 (Gaussian regression against R&W eq. 2.30) and refused beyond, where
+their squares, and log p(y) itself, leave float64."""
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+import bnlab
+
+N = 10
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=N)
+    return X, np.where(X + 0.5 * rng.normal(size=N) > 0, 1.0, -1.0)
+
+
+def _probit(kernel=None):
+    return bnlab.GP(kernel or bnlab.kernels.Matern52(), bnlab.likelihoods.Bernoulli("probit"))
+
+
+def test_surface_cells_at_a_vanishing_lengthscale_are_exact(data):
+    X, y = data
+    surf = bnlab.surface(_probit(), X, y, methods=["ep", "laplace"],
+                         grid={"lengthscale": np.array([1e-300, 1.0]),
+                               "variance": np.array([1.0, 3.0])})
+    assert np.isfinite(surf.log_marginal.values).all()
+    assert not surf.diverged.values.any()
+    ep = surf.log_marginal.sel(scheme="ep").values
+    np.testing.assert_allclose(ep[0], N * math.log(0.5), rtol=1e-10)
+
+
+@pytest.mark.parametrize("kernel, columns", [
+    (bnlab.kernels.Matern32, "every column"),
+    (bnlab.kernels.Matern52, "every column"), (bnlab.kernels.Matern52, "one column of two")])
+def test_inputs_scaled_by_1e160_give_the_exact_evidence(data, kernel, columns):
+    X, y = data
+    X = X[:, None] * 1e160 if columns == "every column" else np.c_[X * 1e160, X]
+    res = bnlab.infer(_probit(kernel()), X, y, method="ep")
+    assert res.converged and not res.diverged
+    assert res.log_marginal == pytest.approx(N * math.log(0.5), rel=1e-10)
+
+
+def _matern52_exact(d, lengthscale):
+    """Matérn-5/2 correlation at distance d, in scalar arithmetic: the log of its
+    polynomial from log r (r² may overflow), and 0 once r itself overflows."""
+    r = math.sqrt(5) * (d / lengthscale) if d / lengthscale < 1e300 else math.inf
+    if r == 0:
+        return 1.0
+    if math.isinf(r):
+        return 0.0
+    log_poly = np.logaddexp.reduce([0.0, math.log(r), 2 * math.log(r) - math.log(3)])
+    return math.exp(log_poly - r)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(log_x=st.floats(-150, 150), log_ell=st.floats(-150, 150), offset=st.floats(0.1, 3))
+@example(log_x=150, log_ell=-150, offset=1.0)
+@example(log_x=80, log_ell=-80, offset=2.5)
+def test_matern_correlations_are_exact_at_every_scale(log_x, log_ell, offset):
+    x_scale, ell = 10.0**log_x, 10.0**log_ell
+    X = np.array([[0.0], [offset * x_scale]])
+    K = np.asarray(bnlab.kernels.Matern52(lengthscale=ell)(
+        {"lengthscale": ell, "variance": 1.0}, X, X))
+    d = float(X[1, 0] - X[0, 0])
+    assert np.isfinite(K).all()
+    assert K[0, 0] == K[1, 1] == 1.0
+    assert K[0, 1] == pytest.approx(_matern52_exact(d, ell), rel=1e-9, abs=1e-300)
+
+
+def _gaussian_log_evidence(X, y, noise):
+    """GP regression's exact log p(y) (R&W eq. 2.30), in numpy."""
+    K = np.asarray(bnlab.kernels.Matern52()({"lengthscale": 1.0, "variance": 1.0},
+                                            X[:, None], X[:, None])) + noise * np.eye(len(X))
+    L = np.linalg.cholesky(K)
+    a = np.linalg.solve(L, y)
+    return -0.5 * a @ a - np.log(np.diag(L)).sum() - 0.5 * len(X) * math.log(2 * math.pi)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(log_scale=st.floats(-150, 200))
+@example(log_scale=160.0)
+def test_gaussian_targets_at_every_scale_are_exact_or_refused_naming_y(data, log_scale):
+    X, y = data
+    y = (y + 0.3 * X) * 10.0**log_scale
+    model = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.Gaussian(noise=0.1))
+    if np.max(np.abs(y)) > 1e150:
+        with pytest.raises(ValueError, match=r"^y reaches .* rescale y"):
+            bnlab.infer(model, X, y, method="ep")
+        return
+    res = bnlab.infer(model, X, y, method="ep")
+    assert res.converged and np.isfinite(res.log_marginal)
+    assert res.log_marginal == pytest.approx(_gaussian_log_evidence(X, y, 0.1), rel=1e-9)

@@ -616,3 +616,28 @@ def test_surface_cells_where_a_method_diverged_have_no_value_on_the_page():
     from bokeh.models import LinearColorMapper
     mappers = hv.render(panels[1]).select({"type": LinearColorMapper})
     assert [m.nan_color for m in mappers if len(m.palette) > 1] == [NO_VALUE]   # the image's
+
+
+def test_surface_progress_says_how_long_is_left(monkeypatch):
+    """Before the first grid point is done the line says the programs compile; once a
+    fraction f is done after t seconds, about t (1 − f) / f are left; after the compute
+    the line is gone."""
+    import time
+
+    import bnlab
+    from bnlab.ui.surfaces import SurfacesView
+    lines = []
+
+    def fake_surface(model, X, y, progress, **kw):
+        lines.append(view.time_left.object)
+        time.sleep(0.2)
+        progress(0.25)
+        lines.append(view.time_left.object)
+        raise ValueError("stop here")
+    monkeypatch.setattr(bnlab, "surface", fake_surface)
+    view = SurfacesView(LabSettings())
+    view.compute()
+    assert "compile" in lines[0]
+    left = float(lines[1].split("about ")[1].split(" s left")[0])
+    assert lines[1].startswith("25 %") and 0.6 <= left <= 6      # 3 × (0.2 s and a little)
+    assert view.time_left.object == ""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import threading
+import time
 from html import escape
 
 import holoviews as hv
@@ -250,6 +251,11 @@ def slice_plot(ds, variable="log_marginal_per_n", slice_index=None):
 MCMC_TEMPS = schedule_ladder()
 
 
+def _duration(seconds: float) -> str:
+    """Seconds as a person reads them: '40 s', '3 min'."""
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+
+
 class SurfacesView(pn.viewable.Viewer):
     axis0 = param.Selector(default="variance", objects=list(AXES))
     axis1 = param.Selector(default="lengthscale", objects=list(AXES))
@@ -291,6 +297,7 @@ class SurfacesView(pn.viewable.Viewer):
         self.compute_button.on_click(lambda e: self.compute())
         self.cancel_button.on_click(lambda e: self._cancel.set())
         self.progress = pn.indicators.Progress(value=0, max=100, width=300, visible=False)
+        self.time_left = markup.html_pane("", margin=(0, 10))
         self.variable = pn.widgets.RadioButtonGroup(
             options={"log p(y) / n": "log_marginal_per_n", "log p(y)": "log_marginal"},
             value="log_marginal_per_n", width=240)
@@ -332,7 +339,8 @@ class SurfacesView(pn.viewable.Viewer):
                              "Red ×: the best cell. ★: the sidebar's hyperparameters. "
                              "Learning paths run from a hollow to a filled circle."),
             self.methods, axis_row, self.learners,
-            controls_row(self.compute_button, self.cancel_button, self.progress),
+            controls_row(self.compute_button, self.cancel_button, self.progress,
+                         self.time_left),
             self.message, self.made.note, controls_row(self.variable, self.slice), self.contours,
             self.slice_pane,
             self.downloads, sizing_mode="stretch_width")
@@ -366,6 +374,14 @@ class SurfacesView(pn.viewable.Viewer):
             out[name] = np.geomspace(lo, hi, self.points)
         return out
 
+    def _advance(self, fraction: float, started: float):
+        """The progress bar and, once part of the grid is done, the time left at the
+        pace so far (the first blocks include compiling: the estimate falls after)."""
+        self.progress.value = int(100 * fraction)
+        if fraction > 0:
+            left = (time.monotonic() - started) * (1 - fraction) / fraction
+            self.time_left.object = f"{100 * fraction:.0f} % · about {_duration(left)} left"
+
     def compute(self):
         import bnlab
         made = self.made.current()
@@ -379,6 +395,8 @@ class SurfacesView(pn.viewable.Viewer):
         self.message.object = ""
         self.compute_button.disabled, self.cancel_button.disabled = True, False
         self.progress.value, self.progress.visible = 0, True
+        self.time_left.object = "starting: the first grid points compile their programs …"
+        started = time.monotonic()
         s = self.settings
         try:
             ds = bnlab.surface(problem.model, problem.X, problem.y, methods=list(self.methods.value),
@@ -387,7 +405,7 @@ class SurfacesView(pn.viewable.Viewer):
                                damping=s.rho, backtracking=s.backtrack,
                                acceleration=s.accelerate,
                                cubature=("gauss_hermite", s.cubature_order),
-                               progress=lambda f: setattr(self.progress, "value", int(100 * f)),
+                               progress=lambda f: self._advance(f, started),
                                cancel=self._cancel,
                                mcmc_options={"num_temps": self.mcmc_temps})
             self.trajectories = {}
@@ -404,6 +422,7 @@ class SurfacesView(pn.viewable.Viewer):
         finally:
             self.compute_button.disabled, self.cancel_button.disabled = False, True
             self.progress.visible = False
+            self.time_left.object = ""
         if ds.attrs.get("cancelled"):
             self.message.object = "Cancelled: cells not computed are grey."
         converging = convergence_note(ds, SURFACE_MAX_ITERS)

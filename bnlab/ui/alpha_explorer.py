@@ -48,7 +48,7 @@ class AlphaExplorer(pn.viewable.Viewer):
         self.note = markup.html_pane("", sizing_mode="stretch_width",
                                      css_classes=["bn-sweep-note"])
         self.progress = pn.indicators.Progress(value=-1, active=True, visible=False, width=300)
-        sweep = pn.widgets.Button(label="Sweep α from 0 to 1", button_type="primary", width=180)
+        sweep = pn.widgets.Button(label="Sweep α from 0 to 1", color="primary", width=180)
         sweep.on_click(lambda e: self.run_sweep())
         self.slider = pn.widgets.DiscreteSlider(label="Show α", options=list(ALPHAS),
                                                 value=0.5, width=300)

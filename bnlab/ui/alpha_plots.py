@@ -154,7 +154,9 @@ class AlphaPlots:
 
     def __init__(self, colours: Palette = LIGHT):
         self.colours = colours
-        self.src = {name: ColumnDataSource(_empty(name)) for name in COLUMNS}
+        # named, so that a browser test finds them in the page's document
+        self.src = {name: ColumnDataSource(_empty(name), name=f"bn-alpha-{name}")
+                    for name in COLUMNS}
         self.energy, self.band, self.point = self._energy(), self._band(), self._point()
         for fig in (self.energy, self.band, self.point):
             fig.legend.click_policy = "hide"
@@ -190,8 +192,9 @@ class AlphaPlots:
                 fill_alpha=0.25, legend_label="Power EP(α) ± 2σ")
         b.line("x", "mean", source=s["alpha"], color=PEP_COLOUR, line_width=2,
                legend_label="Power EP(α) mean")
-        for key, colour, label, dash in (("vi", VI_COLOUR, "VI", "dashed"),
-                                         ("ep", EP_COLOUR, "EP (α = 1)", "solid")):
+        # VI's dashes over EP's line: where α changes little they coincide
+        for key, colour, label, dash in (("ep", EP_COLOUR, "EP (α = 1)", "solid"),
+                                         ("vi", VI_COLOUR, "VI", "dashed")):
             for edge in ("lower", "upper"):
                 b.line("x", edge, source=s[key], color=colour, line_width=2, line_dash=dash,
                        legend_label=f"{label} ± 2σ")

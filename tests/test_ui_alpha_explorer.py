@@ -125,3 +125,33 @@ def test_slider_play_and_a_tour_step_show_the_stored_alphas_band(outliers):
     assert tours.page_values(view, step.page) == {"alpha_slider": 0.5}
     np.testing.assert_array_equal(src["alpha"].data["upper"],
                                   sweep["bands"][ALPHAS.index(0.5)]["upper"])
+
+    explorer.play()                                 # the page closes while ▶ plays
+    generation = explorer._generation
+    view.close()
+    assert not explorer.playing and view.sweep is None
+    drawn = {key: source.data for key, source in src.items()}
+    explorer.advance(generation)
+    view.alpha_slider.value = 0.25                  # nothing left to draw, no error
+    assert all(src[key].data is data for key, data in drawn.items())
+
+
+@pytest.mark.parametrize("model", ["sparse", pytest.param("markov", marks=pytest.mark.slow)])
+def test_sparse_and_markov_sweeps_are_infer_runs_too(model):
+    """The same program serves every model: on the sparse tour's problem (M = 5
+    inducing points, FITC at α = 1, VFE as α → 0) and on a Markov GP, each stored α is
+    ``bnlab.infer``'s run, and VI's energy (VFE) is the lowest."""
+    if model == "sparse":
+        s = LabSettings(**tours.SPARSE.settings(len(tours.SPARSE.steps) - 1))
+    else:
+        s = LabSettings(model="markov")
+    p = build_problem(s)
+    sweep = alpha_sweep(p, s)
+    for alpha in (0.011, 0.5, 1.0):
+        k = ALPHAS.index(alpha)
+        r = _infer(p, s, "ep" if alpha == 1.0 else "pep", alpha)
+        assert sweep["stop"][k] == "converged" and r.converged
+        assert abs(sweep["energy"][k] - float(r.log_marginal)) < 1e-6
+        mean, _ = r.predict(np.asarray(p.Xs))
+        np.testing.assert_allclose(sweep["bands"][k]["mean"], mean, atol=1e-6)
+    assert sweep["vi"]["energy"] <= min(sweep["energy"]) + 1e-9

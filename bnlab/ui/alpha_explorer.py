@@ -13,6 +13,8 @@ Pause, a new play or a new sweep draws a new number, and a frame of an older one
 moves nothing, so no order of clicks leaves two players going."""
 from __future__ import annotations
 
+import threading
+
 import panel as pn
 
 from . import markup
@@ -42,7 +44,9 @@ class AlphaExplorer(pn.viewable.Viewer):
         self._problem = problem
         self.sweep = None
         self._pictures = None          # the chosen point's ``point_picture`` per α
+        self.closed = False
         self._generation, self._player = 0, None
+        self._play_lock = threading.Lock()     # a frame's test and move against Pause
         # the sweep runs at the sidebar's ρ, over its own α grid
         self.made = ComputedWith(settings, ignore=("method", "alpha"))
         self.note = markup.html_pane("", sizing_mode="stretch_width",
@@ -93,6 +97,8 @@ class AlphaExplorer(pn.viewable.Viewer):
             return
         finally:
             self.progress.visible = False
+        if self.closed:
+            return
         self.sweep = sweep
         self.play_button.disabled = False
         self.point_input.end = len(problem.x_plot) - 1
@@ -159,8 +165,9 @@ class AlphaExplorer(pn.viewable.Viewer):
         if self.sweep is None:
             return
         self.pause()
-        self._generation += 1
-        generation = self._generation
+        with self._play_lock:
+            self._generation += 1
+            generation = self._generation
         self.slider.value = ALPHAS[0]
         self.play_button.label = PAUSE
         self._player = pn.state.add_periodic_callback(
@@ -169,20 +176,32 @@ class AlphaExplorer(pn.viewable.Viewer):
     def advance(self, generation: int):
         """One frame of the play numbered ``generation``: the next α; nothing if that
         play was paused or replaced. The last α ends it."""
-        if generation != self._generation or self.sweep is None:
-            return
-        k = min(self.index + 1, len(ALPHAS) - 1)
-        self.slider.value = ALPHAS[k]
+        with self._play_lock:
+            if generation != self._generation or self.sweep is None:
+                return
+            k = min(self.index + 1, len(ALPHAS) - 1)
+            self.slider.value = ALPHAS[k]
         if k == len(ALPHAS) - 1:
-            self.pause()
+            self.pause(generation)
 
-    def pause(self):
-        """End the current play (its later frames move nothing)."""
-        self._generation += 1
-        player, self._player = self._player, None
+    def pause(self, generation: int | None = None):
+        """End the current play (its later frames move nothing); with ``generation``,
+        only if that play is still the current one (a new ▶ may have replaced it)."""
+        with self._play_lock:
+            if generation is not None and generation != self._generation:
+                return
+            self._generation += 1
+            player, self._player = self._player, None
         if player is not None:
             player.stop()
         self.play_button.label = PLAY
+
+    def close(self):
+        """Release the page's sweep (its browser page is gone): ▶ stops, a sweep under
+        way is dropped when it ends, and nothing is drawn any more."""
+        self.closed = True
+        self.pause()
+        self.sweep = self._pictures = None
 
 
 def _on_event_loop(draw):

@@ -286,3 +286,7 @@ class CompareView(pn.viewable.Viewer):
 
     def run_sweep(self):
         self.explorer.run_sweep()
+
+    def close(self):
+        """The page is gone: release the α explorer's sweep and stop its ▶."""
+        self.explorer.close()

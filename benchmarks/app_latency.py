@@ -1,12 +1,14 @@
 """Lab latency: step request → updated plot data, updates per second while running,
-and page load → first plot in a real browser.
+the α explorer's sweep (sequential runs against the one batched program) and its
+scrub frame (slider → the Bokeh change message), and page load → first plot in a real
+browser.
 
-    python benchmarks/app_latency.py [--no-browser]
+    python benchmarks/app_latency.py [--no-browser] [--no-live]
 
 Targets (2 cores): step → plot < 150 ms at n = 200 and < 400 ms at n = 1000;
-≥ 10 updates / s while running at n = 200. The baseline measured in the same process
-is the bare jitted engine step (``engine.step`` + block), so "UI overhead" is the
-ratio of the two.
+≥ 10 updates / s while running at n = 200; a scrub frame ≤ 100 ms. The baseline
+measured in the same process is the bare jitted engine step (``engine.step`` + block),
+so "UI overhead" is the ratio of the two.
 """
 from __future__ import annotations
 
@@ -61,6 +63,55 @@ def step_latency(n_train: int, method="ep"):
     return len(r.problem.y), ui, base, rate
 
 
+def alpha_scrub(passes: int = 5):
+    """The α explorer on the α tour's problem: (sequential sweep s, cold and warm;
+    batched sweep s, cold and warm; frame ms, median and max). Sequential: what the
+    explorer did before, a ``Runner`` stepped to its stop per α and for VI
+    (``compare.converge``); batched: ``alpha_sweep``'s one program. A frame: the slider
+    set to another α → the explorer's Bokeh sources replaced → the document's change
+    events encoded as the message the browser is sent."""
+    import panel as pn
+    from bokeh.document import Document
+    from bokeh.protocol import Protocol
+
+    from bnlab.ui import tours
+    from bnlab.ui.alpha_sweep import ALPHAS, alpha_sweep
+    from bnlab.ui.compare import CompareView, converge
+    from bnlab.ui.problem import build_problem
+    s = LabSettings(**tours.ALPHA.settings(len(tours.ALPHA.steps) - 1))
+    problem = build_problem(s)
+
+    def sequential():
+        converge(problem, "vi", s)
+        for a in ALPHAS:
+            converge(problem, "ep" if a == 1.0 else "pep", s, alpha=a)
+
+    def timed(fn):
+        t = time.perf_counter()
+        fn()
+        return time.perf_counter() - t
+
+    seq = (timed(sequential), statistics.median(timed(sequential) for _ in range(3)))
+    batched = (timed(lambda: alpha_sweep(problem, s)),
+               statistics.median(timed(lambda: alpha_sweep(problem, s)) for _ in range(3)))
+    view = CompareView(s)
+    doc = Document()
+    doc.add_root(pn.panel(view).get_root(doc))
+    events = []
+    doc.on_change(events.append)
+    view.run_sweep()
+    frames = []
+    for _ in range(passes):
+        for a in ALPHAS:
+            events.clear()
+            t = time.perf_counter()
+            view.alpha_slider.value = a
+            assert events, "the frame changed nothing in the document"
+            Protocol().create("PATCH-DOC", events).content_json
+            frames.append(1e3 * (time.perf_counter() - t))
+    return seq, batched, (statistics.median(frames), max(frames))
+
+
 def page_load():
     """Seconds from navigation to the first drawn posterior plot (cold, then warm)."""
     from playwright.sync_api import sync_playwright
@@ -100,11 +151,17 @@ def main():
     import os
     print("App latency (median of", REPEATS, "step requests; EP, 1-D probit classification; "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
-    for n, target in ((200, 150.0), (1000, 400.0)):
+    for n, target in ((200, 150.0), (1000, 400.0)) if "--no-live" not in sys.argv else ():
         N, ui, base, rate = step_latency(n)
         print(f"  n = {N:5d}: step → plot data {ui:7.1f} ms (target < {target:.0f}) | "
               f"bare engine step {base:6.1f} ms | UI overhead ×{ui / base:5.1f} | "
               f"ticks / s at full speed {rate:5.1f} (display capped at 20)")
+    seq, batched, frame = alpha_scrub()
+    print(f"  α explorer (α tour's problem, 21 α + VI): sequential runs {seq[0]:.2f} s cold, "
+          f"{seq[1]:.3f} s warm | one batched program {batched[0]:.2f} s cold, "
+          f"{batched[1]:.3f} s warm")
+    print(f"  α scrub frame (slider → encoded Bokeh message): median {frame[0]:.1f} ms, "
+          f"max {frame[1]:.1f} ms (target ≤ 100)")
     if "--no-browser" not in sys.argv:
         cold, warm = page_load()
         print(f"  page load → first plot: {cold:.1f} s cold (includes JAX compilation), "

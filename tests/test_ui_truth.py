@@ -173,32 +173,35 @@ def test_alpha_sweep_on_outliers_marks_every_diverged_alpha_and_draws_no_band_fo
     """'Regression with outliers' with the sidebar's defaults: small α diverge (their
     posterior stops being PD) and so does VI. The curve has no point for them, a red ×
     each, the note names them, and neither their band nor VI's is drawn."""
-    import holoviews as hv
+    from bnlab.ui import alpha_plots, alpha_sweep
     s = LabSettings(dataset="robust_1d")
-    sweep = compare.alpha_sweep(build_problem(s), s)
+    sweep = alpha_sweep.alpha_sweep(build_problem(s), s)
     bad = [a for a, st in zip(sweep["alpha"], sweep["stop"]) if st.startswith("diverged")]
-    assert bad and 0.01 in bad and 1.0 not in bad
+    assert bad and sweep["alpha"][0] in bad and 1.0 not in bad
     assert sweep["vi"]["stop"].startswith("diverged")
-    note = compare.sweep_note(sweep)
+    note = alpha_sweep.sweep_note(sweep)
     assert "α = " + ", ".join(f"{a:g}" for a in bad) in note and "VI diverged" in note
     assert f"damping ρ = {s.rho:g}" in note           # the sidebar's, not the pair's
     i_bad = sweep["alpha"].index(bad[0])
-    curve, band = compare.alpha_plots(sweep, i_bad)
-    drawn = {el.label: el for el in curve}
-    assert not set(bad) & set(drawn["Power EP(α)"].dimension_values(0))
-    np.testing.assert_array_equal(np.sort(drawn["diverged (no energy)"].dimension_values(0)),
-                                  np.sort(bad))
-    labels = [el.label for el in band]
-    assert not any(lab.startswith(("VI", "PEP")) for lab in labels) and "diverged" in \
-        band.opts.get().kwargs["title"]
-    _, band_ok = compare.alpha_plots(sweep, len(sweep["alpha"]) - 2)
-    assert any(lab.startswith("PEP α = 0.9") for lab in [el.label for el in band_ok])
-    hv.render(curve), hv.render(band)           # both draw
+    drawn = alpha_plots.sweep_layers(sweep)
+    assert not set(bad) & set(drawn["curve"]["alpha"])
+    np.testing.assert_array_equal(np.sort(drawn["diverged"]["alpha"]), np.sort(bad))
+    shown = alpha_plots.alpha_layers(sweep, i_bad)
+    assert len(shown["alpha"]["x"]) == 0 and len(drawn["vi"]["x"]) == 0    # no PEP, no VI band
+    assert "diverged" in shown["title"] and len(drawn["ep"]["x"]) > 0
+    ok = alpha_plots.alpha_layers(sweep, len(sweep["alpha"]) - 2)
+    assert "α = 0.71" in ok["title"] and len(ok["alpha"]["x"]) > 0
+    plots = alpha_plots.AlphaPlots()                 # the figures list what is drawn
+    plots.show_sweep(sweep)
+    plots.show(sweep, i_bad, alpha_plots.point_picture(sweep, i_bad, 0))
+    legend = {item.label["value"] for fig in (plots.energy, plots.band)
+              for item in fig.legend[0].items if item.visible}
+    assert "diverged (no energy)" in legend and not {"VI ± 2σ", "Power EP(α) ± 2σ"} & legend
     # the per-point picture: an outlier by default; at a PEP fixed point of a full GP q
     # has the tilted distribution's mean and variance (q\ᵢ tᵢ^α = q) for every α
     from bnlab.studies.tilted import tilted_marginal
     p = sweep["problem"]
-    i = compare.surprising_point(sweep)
+    i = alpha_sweep.surprising_point(sweep)
     assert abs(float(p.y[i]) - np.sin(float(p.x_plot[i]))) > 1.5
     for k in (sweep["alpha"].index(0.5), len(sweep["alpha"]) - 1):
         marginals, sites = sweep["states"][k]
@@ -206,20 +209,22 @@ def test_alpha_sweep_on_outliers_marks_every_diverged_alpha_and_draws_no_band_fo
                               sites, i, sweep["alpha"][k])
         np.testing.assert_allclose([pic["tilted_mean"], pic["tilted_var"]],
                                    [pic["q_mean"], pic["q_var"]], rtol=1e-4, atol=1e-6)
-        assert {el.label for el in compare.point_picture(sweep, k, i)} >= {"q(fᵢ)", "cavity"}
-    assert "diverged" in compare.point_picture(sweep, i_bad, i).opts.get().kwargs["title"]
+        drawn = alpha_plots.point_picture(sweep, k, i)
+        assert len(drawn["q"]["f"]) and len(drawn["cavity"]["f"]) and len(drawn["tilted"]["f"])
+    assert "diverged" in alpha_plots.point_picture(sweep, i_bad, i)["title"]
 
 
 def test_alpha_sweep_without_divergence_has_no_diverged_legend_entry():
     """On the default problem every α converges: the energy plot's legend lists no
     "diverged" entry (an empty layer kept one, with no symbol beside it)."""
-    import holoviews as hv
+    from bnlab.ui import alpha_plots, alpha_sweep
     s = LabSettings()
-    sweep = compare.alpha_sweep(build_problem(s), s)
+    sweep = alpha_sweep.alpha_sweep(build_problem(s), s)
     assert not any(st.startswith("diverged") for st in sweep["stop"])
-    curve, _ = compare.alpha_plots(sweep, 2)
-    fig = hv.render(curve)
-    labels = {item.label["value"] for legend in fig.legend for item in legend.items}
+    plots = alpha_plots.AlphaPlots()
+    plots.show_sweep(sweep)
+    plots.show(sweep, 2, alpha_plots.point_picture(sweep, 2, 0))
+    labels = {item.label["value"] for item in plots.energy.legend[0].items if item.visible}
     assert "Power EP(α)" in labels and not any("diverged" in lab for lab in labels)
 
 
@@ -544,37 +549,40 @@ def test_compare_overlays_the_live_pages_mcmc_reference_of_its_own_problem_only(
     lab.settings.param.update(dataset="regression_1d", likelihood="gaussian")
     view = lab.compare
     view.run_sweep()
-    assert not _layers(view.alpha_band.object, "MCMC ± 2σ")
+    drawn = view.explorer.plots.src                  # the α explorer's Bokeh sources
+    assert not len(drawn["mcmc"].data["x"])
     lab.live.compute_mcmc()
     lab.live.compute_mcmc()              # a rough reference is refined by a second press
     ref = lab.live.mcmc
     assert ref.ess >= 100, ref.ess
     energies = np.asarray(view.sweep["energy"])
     assert np.ptp(energies) < 1e-6 and abs(energies[0] - ref.log_z) < 3 * ref.log_z_se + 0.01
-    lines = {el.data for el in view.alpha_energy.object if type(el).__name__ == "HLine"}
+    lines = {float(v) for key in ("logz", "vi_line") for v in drawn[key].data["energy"]}
     assert lines == {ref.log_z, view.sweep["vi"]["energy"]}
-    (edges,) = _layers(view.alpha_band.object, "MCMC ± 2σ")
-    lower, upper = edges.split()
-    (mean,) = _layers(view.alpha_band.object, "MCMC mean")
-    x = mean.dimension_values("x")
-    exact = view.sweep["snaps"][-1]["bands"]["f1"]
+    mcmc = drawn["mcmc"].data
+    x = mcmc["x"]
+    exact = view.sweep["bands"][-1]
     sd = np.interp(x, exact["x"], exact["upper"] - exact["lower"]) / 4
-    assert np.mean(np.abs(mean.dimension_values("f") - np.interp(x, exact["x"], exact["mean"]))) \
+    assert np.mean(np.abs(mcmc["mean"] - np.interp(x, exact["x"], exact["mean"]))) \
         < 0.2 * np.mean(sd)
-    mc_sd = (upper.dimension_values("f") - lower.dimension_values("f")) / 4
+    mc_sd = (mcmc["upper"] - mcmc["lower"]) / 4
     assert abs(np.mean(mc_sd) / np.mean(sd) - 1) < 0.15
-    assert _layers(view.alpha_point.object, f"MCMC p(fᵢ | y), ESS {ref.ess:.0f}")
+    histogram = [item for item in view.explorer.plots.point.legend[0].items
+                 if item.label["value"] == f"MCMC p(fᵢ | y), ESS {ref.ess:.0f}"]
+    assert histogram and len(drawn["histogram"].data["top"]) > 0
     # log p(y) stays on the plot when it lies above every energy (EP's on skewed data)
-    import holoviews as hv
+    from bnlab.ui.alpha_plots import AlphaPlots
     truth = dict(ref.truth_for(view.sweep["problem"]), log_z=energies[0] + 1.0)
-    fig = hv.render(compare.alpha_plots(view.sweep, 3, truth=truth)[0])
+    plots = AlphaPlots()
+    plots.show_sweep(view.sweep, truth)
+    fig = plots.energy
     assert fig.y_range.start < energies[0] and energies[0] + 1.0 < fig.y_range.end
     view.run_pair()
     assert _layers(view.pair_pane.object, "MCMC ± 2σ")
     lab.settings.lengthscale = 2.0            # another posterior: the Live page drops it
     view.run_sweep()
     view.run_pair()
-    assert not _layers(view.alpha_band.object, "MCMC ± 2σ")
+    assert not len(drawn["mcmc"].data["x"])
     assert not _layers(view.pair_pane.object, "MCMC ± 2σ")
     lab.close(None)
 

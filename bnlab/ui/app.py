@@ -257,6 +257,7 @@ class Lab(pn.viewable.Viewer):
         """The browser session is gone: stop its periodic callback and any surface
         computation, and drop its runs, so a class of thirty leaves nothing behind."""
         self.live.close()
+        self.compare.close()
         self.surfaces.close()
         _forget_js_links([*self.controls.rows.values(), self.tour.layout, self.tabs])
         _return_freed_memory()

@@ -1,5 +1,6 @@
-"""Compare page: two methods side by side on the same data and hyperparameters, and an
-α explorer that sweeps the Power-EP power from VI (α → 0) to EP (α = 1)."""
+"""Compare page: two methods side by side on the same data and hyperparameters, and the
+α explorer (``alpha_explorer``), which sweeps the Power-EP power from VI (α → 0) to EP
+(α = 1)."""
 from __future__ import annotations
 
 
@@ -9,6 +10,8 @@ import panel as pn
 import param
 
 from . import catalog, markup, palette
+from .alpha_explorer import AlphaExplorer
+from .alpha_sweep import MAX_ITERS
 from .layout import controls_row
 from .mcmc_ref import MCMCReference
 from .palette import LIGHT, Palette
@@ -17,8 +20,6 @@ from .provenance import ComputedWith
 from .runner import STOP_REASONS, Runner
 from .settings import LabSettings
 
-ALPHAS = (0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
-MAX_ITERS = 300
 SITE_METHODS = [m for m in catalog.METHODS if m != "gkl"]
 TRUTH_NOTE = ("Once the Live page's **MCMC reference** is computed for these data and "
               "hyperparameters, the plots below draw it as the truth: the exact posterior's "
@@ -58,85 +59,6 @@ def status_word(run) -> str:
     stop = run.stop_reason()
     return {"converged": "converged", "cap": f"not converged ({run.iteration} iterations)",
             "stalled": "stalled (not converged)"}.get(stop, (STOP_REASONS.get(stop) or "running"))
-
-
-def alpha_sweep(problem, settings: LabSettings, alphas=ALPHAS, progress=None) -> dict:
-    """VI, then PEP at each α (EP at α = 1), each to its stop: energies (NaN where
-    diverged), stop reasons, snapshots."""
-    vi = converge(problem, "vi", settings)
-    if progress:
-        progress()
-    snaps, energies, stops, states = [], [], [], []
-    for a in alphas:
-        r = converge(problem, "ep" if a == 1.0 else "pep", settings, alpha=a)
-        snap = r.snapshot()
-        snaps.append(snap)
-        stops.append(r.stop_reason())
-        states.append((r.state.marginals, r.state.sites))
-        energies.append(np.nan if r.diverged else snap["status"]["energy"])
-        if progress:
-            progress()
-    vi_snap = vi.snapshot()
-    return {"alpha": tuple(alphas), "energy": energies, "stop": stops, "snaps": snaps,
-            "states": states, "problem": problem, "rho": settings.rho,
-            "vi": {"energy": vi_snap["status"]["energy"], "stop": vi.stop_reason(),
-                   "snap": vi_snap}, "x_label": problem.x_label}
-
-
-def surprising_point(sweep: dict) -> int:
-    """The data point farthest from EP's posterior mean (α = 1, else the largest α
-    that did not diverge): an outlier, a misclassified label: where α shows."""
-    k = max((k for k, st in enumerate(sweep["stop"]) if not _diverged(st)), default=None)
-    if k is None:
-        return 0
-    y = np.asarray(sweep["problem"].y, float)
-    return int(np.argmax(np.abs(y - np.asarray(sweep["states"][k][0].mean[:, 0]))))
-
-
-def point_picture(sweep: dict, index: int, point: int, truth: dict | None = None,
-                  colours: Palette = LIGHT):
-    """q(fᵢ), the cavity and the tilted distribution at data point ``point`` for the
-    swept α number ``index`` (``bnlab.studies.tilted_marginal``), and with ``truth``
-    (``MCMCReference.truth_for``) the exact marginal p(fᵢ | y) as a weighted histogram
-    of the MCMC samples."""
-    from bnlab.studies import tilted_marginal
-    a = sweep["alpha"][index]
-    p = sweep["problem"]
-    where = (f"point {point} (x = {float(p.x_plot[point]):.3g}, "
-             f"y = {float(np.asarray(p.y)[point]):.3g})")
-    opts = dict(responsive=True, min_height=260, xlabel=f"f at {where}", ylabel="density")
-    if _diverged(sweep["stop"][index]):
-        return hv.Curve([]).opts(title=f"α = {a:g} diverged: no q(fᵢ) to show", **opts)
-    marginals, sites = sweep["states"][index]
-    try:
-        pic = tilted_marginal(p.model.likelihood, p.params["likelihood"], p.y[point],
-                              marginals, sites, point, a)
-    except ValueError as exc:
-        return hv.Curve([]).opts(title=str(exc), **opts)
-    layers = [hv.Curve((pic["f"], pic["q"]), "f", "density", label="q(fᵢ)")
-              .opts(color="#1f5fa8", line_width=2)]
-    if pic["tilted"] is None:
-        title = f"α = {a:g}: the cavity is not positive definite, no tilted distribution"
-    else:
-        layers += [hv.Curve((pic["f"], pic["tilted"]), "f", "density",
-                            label=f"tilted ∝ cavity × p(yᵢ|fᵢ)^{a:g}")
-                   .opts(color="#d62728", line_width=2, line_dash="dashed"),
-                   hv.Curve((pic["f"], pic["cavity"]), "f", "density", label="cavity")
-                   .opts(color="#888888", line_dash="dotted")]
-        title = f"q(fᵢ) against the tilted distribution, α = {a:g}"
-    if truth is not None:
-        layers.insert(0, _mcmc_marginal(truth, point, colours.ink))
-    return hv.Overlay(layers).opts(title=title, legend_position="right", **opts)
-
-
-def _mcmc_marginal(truth: dict, point: int, ink: str, bins: int = 20):
-    """The MCMC samples of f at data point ``point``, a density histogram with the AIS
-    weights."""
-    density, edges = np.histogram(truth["samples"][:, point], bins=bins,
-                                  weights=truth["weights"], density=True)
-    return hv.Histogram((edges, density), kdims=["f"], vdims=["density"],
-                        label=f"MCMC p(fᵢ | y), ESS {truth['ess']:.0f}").opts(
-        fill_color=ink, fill_alpha=0.15, line_color=ink, line_alpha=0.5)
 
 
 def _mcmc_band(truth: dict, ink: str):
@@ -197,10 +119,6 @@ def comparison_plots(snaps: dict, x_label="x", truth: dict | None = None,
                                     ylim=_energy_limits(energies, truth)))
 
 
-def _diverged(stop) -> bool:
-    return stop is not None and stop.startswith("diverged")
-
-
 def _log_z_line(truth: dict, x: float, ink: str) -> list:
     """MCMC's log p(y), the value every method's energy approximates (VI's from below),
     as a line in the theme's ink with ±2 standard errors shaded and a label at ``x``."""
@@ -225,78 +143,6 @@ def _energy_limits(energies: list, truth: dict | None) -> tuple:
     return (lo - pad, hi + pad)
 
 
-def alpha_plots(sweep: dict, index: int, x_label="x", truth: dict | None = None,
-                colours: Palette = LIGHT):
-    """Converged energy against α (with the VI value) and the posterior at α. A
-    diverged run has no valid energy or band: its α is marked with a red × on the
-    curve's floor and its band (PEP at that α, EP, VI) is not drawn. With ``truth``
-    (``MCMCReference.truth_for`` of the sweep's problem), MCMC's log p(y) and band are
-    drawn too: VI's ELBO lies below log p(y) (a bound), the Power-EP energies need not
-    (FITC's can exceed it), though on the α tour's data they do, rising towards it with
-    α as the bands widen towards MCMC's (``tests/test_ui_tours.py``)."""
-    a, e = np.asarray(sweep["alpha"]), np.asarray(sweep["energy"], float)
-    bad = np.array([_diverged(st) for st in sweep["stop"]])
-    ok = ~bad
-    vi = sweep["vi"]
-    vi_ok = not _diverged(vi["stop"])
-    valid = list(e[ok]) + ([vi["energy"]] if vi_ok else [])
-    floor = min(valid) if valid else 0.0
-    curve = (hv.Curve((a[ok], e[ok]), "α", "energy", label="Power EP(α)")
-             .opts(color="#1f5fa8", line_width=2)
-             * hv.Scatter((a[ok], e[ok]), "α", "energy").opts(color="#1f5fa8", size=6))
-    if bad.any():          # (an empty layer would still list its legend entry)
-        curve = curve * hv.Scatter((a[bad], np.full(bad.sum(), floor)), "α", "energy",
-                                   label="diverged (no energy)").opts(
-            color="#d62728", size=12, marker="x", line_width=3)
-    if ok[index]:
-        curve = curve * hv.Scatter(([a[index]], [e[index]]), "α", "energy", label="shown") \
-            .opts(color="#d62728", size=12, marker="circle", fill_alpha=0)
-    if vi_ok:
-        curve = (curve * hv.HLine(vi["energy"]).opts(color="#4c9a2a", line_dash="dashed")
-                 * hv.Text(a[0], vi["energy"], " VI (ELBO)", halign="left", valign="bottom",
-                           fontsize=9).opts(color=colours.ink))
-    if truth is not None:
-        for layer in _log_z_line(truth, a[0], colours.ink):
-            curve = curve * layer
-    layers = []
-    if vi_ok:
-        layers.append(_band(vi["snap"], "VI", "#4c9a2a", "dashed"))
-    if not bad[-1]:
-        layers.append(_band(sweep["snaps"][-1], "EP (α = 1)", "#c2571a", "dotted"))
-    if ok[index]:
-        layers.append(_band(sweep["snaps"][index], f"PEP α = {a[index]:g}", "#1f5fa8"))
-    if truth is not None:
-        layers.append(_mcmc_band(truth, colours.ink))
-    data = sweep["snaps"][index]["data"]
-    pts = hv.Scatter((data["x"], data["y"]), "x", "f", label="data").opts(color=colours.data,
-                                                                          size=3)
-    title = ("Posterior: VI → PEP(α) → EP" if ok[index] else
-             f"PEP α = {a[index]:g} diverged: no band to show")
-    return (curve.opts(title="Converged energy against α", responsive=True, min_height=260,
-                       legend_position="right", ylim=_energy_limits(valid, truth)),
-            hv.Overlay(layers + [pts]).opts(title=title, xlabel=x_label,
-                                            ylabel="latent f / data", responsive=True,
-                                            min_height=300, legend_position="right"))
-
-
-def sweep_note(sweep: dict) -> str:
-    """The damping the sweep ran at (the sidebar's, where the pair has its own), and what
-    its plots leave out, and why (numbers and fixed words only)."""
-    lines = [f"Every run at the sidebar's damping ρ = {sweep['rho']:g}"]
-    for st in sorted({st for st in sweep["stop"] if _diverged(st)}):
-        alphas = ", ".join(f"{a:g}" for a, s in zip(sweep["alpha"], sweep["stop"]) if s == st)
-        lines.append(f"<b class='bn-bad'>diverged</b> at α = {alphas}: "
-                     f"{STOP_REASONS[st].removeprefix('diverged: ')}; no energy or band is drawn")
-    unconverged = [f"{a:g}" for a, s in zip(sweep["alpha"], sweep["stop"])
-                   if s in ("cap", "stalled")]
-    if unconverged:
-        lines.append(f"<b class='bn-warn'>not converged</b> within {MAX_ITERS} iterations at "
-                     f"α = {', '.join(unconverged)}: drawn at their last iterate")
-    if _diverged(sweep["vi"]["stop"]):
-        lines.append("<b class='bn-bad'>VI diverged</b>: no VI line or band")
-    return "<br>".join(lines)
-
-
 def _energy_cell(snap):
     """A diverged run has no energy of its own (the table's column is the method's log
     p(y) approximation; the last valid iterate's may be the prior's)."""
@@ -318,7 +164,6 @@ class CompareView(pn.viewable.Viewer):
     alpha_b = param.Number(default=0.5, bounds=(0.001, 1.0), doc="α of method B (PEP methods)")
     rho_a = param.Number(default=0.5, bounds=(0.01, 1.0), doc="damping ρ of method A")
     rho_b = param.Number(default=0.5, bounds=(0.01, 1.0), doc="damping ρ of method B")
-    alpha_index = param.Integer(default=len(ALPHAS) // 2, bounds=(0, len(ALPHAS) - 1))
 
     def __init__(self, settings: LabSettings, reference: MCMCReference | None = None,
                  **params):
@@ -328,36 +173,24 @@ class CompareView(pn.viewable.Viewer):
         self.settings = settings
         self.reference = reference
         self.colours = palette.current()      # the session's theme, read while it is built
-        self.snaps, self.sweep, self.pair_problem = None, None, None
-        # the pair runs at its own α and ρ, the sweep over its own α grid
+        self.snaps, self.pair_problem = None, None
+        # the pair runs at its own α and ρ
         self.pair_made = ComputedWith(settings, ignore=("method", "alpha", "rho"))
-        self.sweep_made = ComputedWith(settings, ignore=("method", "alpha"))
         self.error = markup.html_pane("", sizing_mode="stretch_width")
         self.table = markup.html_pane("", sizing_mode="stretch_width",
                                       css_classes=["bn-compare-table"])
-        self.note = markup.html_pane("", sizing_mode="stretch_width",
-                                     css_classes=["bn-sweep-note"])
-        self.progress = pn.indicators.Progress(value=0, max=len(ALPHAS) + 1, visible=False,
-                                               width=300)
         run = pn.widgets.Button(label="Run both to convergence", color="primary", width=210)
         run.on_click(lambda e: self.run_pair())
-        sweep = pn.widgets.Button(label="Sweep α from 0 to 1", color="primary", width=180)
-        sweep.on_click(lambda e: self.run_sweep())
-        # each plot keeps its own ranges: Panel links the axes of panes that share a
-        # dimension, and the α explorer's energy (a few tenths across α) was drawn on
-        # the pair's energy-per-iteration scale (tens), a flat line. One plot per line:
-        # two side by side on a projector's 1024 px left a band's frame ≈ 50 px wide
-        # beside its legend
+        # each plot keeps its own ranges (Panel links the axes of panes that share a
+        # dimension). One plot per line: two side by side on a projector's 1024 px left
+        # a band's frame ≈ 50 px wide beside its legend
         plot = lambda: pn.pane.HoloViews(None, sizing_mode="stretch_width",  # noqa: E731
                                          linked_axes=False)
         self.pair_pane, self.pair_trace = plot(), plot()
-        self.alpha_energy, self.alpha_band, self.alpha_point = plot(), plot(), plot()
-        self.point_input = pn.widgets.IntInput(label="Point i (per-point picture)", value=0,
-                                               start=0, width=180)
-        self.point_input.param.watch(lambda e: self._draw_sweep(), "value")
-        self.alpha_slider = pn.widgets.DiscreteSlider(label="Show α", options=list(ALPHAS),
-                                                      value=ALPHAS[self.alpha_index], width=300)
-        self.alpha_slider.param.watch(self._on_alpha, "value")
+        self.explorer = AlphaExplorer(settings, self._problem, self.error, reference,
+                                      self.colours)
+        self.alpha_slider = self.explorer.slider        # a tour step sets it (``tours``)
+        self.sweep_made = self.explorer.made
         self.widgets = {}
         for name, label in (("method_a", "Method A"), ("method_b", "Method B")):
             self.widgets[name] = pn.widgets.Select.from_param(self.param[name], label=label,
@@ -378,14 +211,11 @@ class CompareView(pn.viewable.Viewer):
             self.error, self.pair_made.note, self.table,
             self.pair_pane, self.pair_trace,
             pn.pane.Markdown("### α explorer — Power EP between VI (α → 0) and EP (α = 1)"),
-            controls_row(sweep, self.alpha_slider, self.point_input, self.progress),
-            self.sweep_made.note, self.note,
-            self.alpha_energy, self.alpha_band, self.alpha_point,
+            self.explorer,
             sizing_mode="stretch_width")
 
     def __panel__(self):
         return self.layout
-
 
     def _refresh_alpha_inputs(self):
         """α is an input only for the methods that have one (ep is α = 1), and shown
@@ -440,7 +270,7 @@ class CompareView(pn.viewable.Viewer):
         """Redraw what is shown, with the reference just computed."""
         if self.snaps is not None:
             self._draw_pair()
-        self._draw_sweep()
+        self.explorer.show_reference()
 
     def _draw_pair(self):
         problem = self.pair_problem
@@ -449,41 +279,14 @@ class CompareView(pn.viewable.Viewer):
         with pn.io.hold():
             self.pair_pane.object, self.pair_trace.object = band, trace
 
+    @property
+    def sweep(self):
+        """The α explorer's sweep (None before the first)."""
+        return self.explorer.sweep
+
     def run_sweep(self):
-        made = self.sweep_made.current()
-        problem = self._problem()
-        if problem is None:
-            return
-        self.progress.visible, self.progress.value = True, 0
-        try:
-            self.sweep = alpha_sweep(problem, self.settings, progress=self._advance)
-        except ValueError as exc:
-            self.error.object = markup.error(exc)
-            return
-        finally:
-            self.progress.visible = False
-        self.point_input.end = len(self.sweep["problem"].x_plot) - 1
-        self.point_input.value = surprising_point(self.sweep)     # draws
-        self._draw_sweep()
-        self.sweep_made.record(made)
+        self.explorer.run_sweep()
 
-    def _advance(self):
-        self.progress.value += 1
-
-    def _on_alpha(self, event):
-        self.alpha_index = ALPHAS.index(event.new)
-        if self.sweep is not None:
-            self._draw_sweep()
-
-    def _draw_sweep(self):
-        if self.sweep is None:
-            return
-        truth = self._truth(self.sweep["problem"])
-        energy, band = alpha_plots(self.sweep, self.alpha_index, self.sweep["x_label"], truth,
-                                   self.colours)
-        point = min(max(int(self.point_input.value), 0), len(self.sweep["problem"].x_plot) - 1)
-        picture = point_picture(self.sweep, self.alpha_index, point, truth, self.colours)
-        with pn.io.hold():
-            self.alpha_energy.object, self.alpha_band.object = energy, band
-            self.alpha_point.object = picture
-            self.note.object = sweep_note(self.sweep)
+    def close(self):
+        """The page is gone: release the α explorer's sweep and stop its ▶."""
+        self.explorer.close()

@@ -114,12 +114,13 @@ ALPHA = Tour(
              "highest energy, the closest to MCMC's log p(y) in the status line. The "
              "means hardly move with α: on these data α changes the spread.",
              {"method": "ep"}, actions=("run", "mcmc")),
-        Step("**The α explorer** (Compare page) runs Power EP to convergence on a grid of "
-             "α from 0.01 to 1: the converged energy against α, rising from VI's ELBO "
-             "(dashed) to EP's, below MCMC's log p(y) (the solid line); under it the "
-             "bands of VI, EP and the α on the slider — move it to compare — and MCMC's; "
-             "last, at one data point, q(fᵢ) against the tilted distribution and MCMC's "
-             "marginal (histogram).", {"method": "pep", "alpha": 0.5}, tab="Compare",
+        Step("**The α explorer** (Compare page) runs Power EP to convergence at 21 values "
+             "of α from 10⁻³ to 1, all at once: the converged energy against α, rising "
+             "from VI's ELBO (dashed) to EP's, below MCMC's log p(y) (the solid line); under "
+             "it VI's and EP's bands as outlines and the slider's α filled between them — "
+             "move the slider, or press ▶ to play α from VI to EP — and MCMC's; last, at "
+             "one data point, q(fᵢ) against the tilted distribution and MCMC's marginal "
+             "(histogram).", {"method": "pep", "alpha": 0.5}, tab="Compare",
              page={"alpha_slider": 0.5}, actions=("mcmc", "sweep")),
     ))
 

@@ -1,0 +1,215 @@
+"""The α explorer (Compare page): Power EP between VI (α → 0) and EP (α = 1). One sweep
+computes every α of the grid at once (``alpha_sweep``); then the α slider and ▶ show
+any α from the stored results: its energy on the curve, its band between VI's and
+EP's outlines, and q(fᵢ) against the tilted distribution at a chosen data point.
+Nothing is computed while α moves: a frame replaces the data of a few Bokeh sources
+(``AlphaPlots.show``); the point's pictures for every α are made when the point (or
+the sweep) changes.
+
+▶ plays α from the grid's first value, next to VI, to EP, one frame every
+``PLAY_PERIOD_MS``, on a periodic callback of the session (Panel stops it when the
+page closes). Each play carries a generation number, as the live view's runs do:
+Pause, a new play or a new sweep draws a new number, and a frame of an older one
+moves nothing, so no order of clicks leaves two players going."""
+from __future__ import annotations
+
+import threading
+
+import panel as pn
+
+from . import markup
+from .alpha_plots import AlphaPlots, point_picture
+from .alpha_sweep import ALPHAS, alpha_sweep, surprising_point, sweep_note
+from .layout import controls_row
+from .mcmc_ref import MCMCReference
+from .palette import LIGHT, Palette
+from .provenance import ComputedWith
+from .settings import LabSettings
+
+#: ms between two frames of ▶ (the 21 α of the grid in about five seconds)
+PLAY_PERIOD_MS = 250
+PLAY, PAUSE = "▶ Play α from VI to EP", "⏸ Pause"
+
+
+class AlphaExplorer(pn.viewable.Viewer):
+    """The sweep button, the α slider, ▶, the point input and the three figures.
+    ``problem()`` builds the sidebar's problem (None when it cannot, having said why);
+    ``reference``: the Live page's ``MCMCReference``, drawn as the truth while it
+    holds samples of the sweep's problem; ``error``: the pane that shows a failure."""
+
+    def __init__(self, settings: LabSettings, problem, error: pn.pane.HTML,
+                 reference: MCMCReference | None = None, colours: Palette = LIGHT):
+        super().__init__()
+        self.settings, self.reference, self.error = settings, reference, error
+        self._problem = problem
+        self.sweep = None
+        self._pictures = None          # the chosen point's ``point_picture`` per α
+        self.closed = False
+        self._generation, self._player = 0, None
+        self._play_lock = threading.Lock()     # a frame's test and move against Pause
+        # the sweep runs at the sidebar's ρ, over its own α grid
+        self.made = ComputedWith(settings, ignore=("method", "alpha"))
+        self.note = markup.html_pane("", sizing_mode="stretch_width",
+                                     css_classes=["bn-sweep-note"])
+        self.progress = pn.indicators.Progress(value=-1, active=True, visible=False, width=300)
+        sweep = pn.widgets.Button(label="Sweep α from 0 to 1", color="primary", width=180)
+        sweep.on_click(lambda e: self.run_sweep())
+        self.slider = pn.widgets.DiscreteSlider(label="Show α", options=list(ALPHAS),
+                                                value=0.5, width=300)
+        self.slider.param.watch(lambda e: self._draw_frame(), "value")
+        self.play_button = pn.widgets.Button(label=PLAY, width=200, disabled=True)
+        self.play_button.on_click(lambda e: self.toggle_play())
+        self.point_input = pn.widgets.IntInput(label="Point i (per-point picture)", value=0,
+                                               start=0, width=180)
+        self.point_input.param.watch(lambda e: self._draw_point(), "value")
+        self.plots = AlphaPlots(colours)
+        pane = lambda fig: pn.pane.Bokeh(fig, sizing_mode="stretch_width")  # noqa: E731
+        self.energy_pane = pane(self.plots.energy)
+        self.band_pane = pane(self.plots.band)
+        self.point_pane = pane(self.plots.point)
+        self.layout = pn.Column(
+            controls_row(sweep, self.slider, self.play_button, self.point_input,
+                         self.progress),
+            self.made.note, self.note, self.energy_pane, self.band_pane, self.point_pane,
+            sizing_mode="stretch_width")
+
+    def __panel__(self):
+        return self.layout
+
+    @property
+    def index(self) -> int:
+        """The number of the α shown, in the grid."""
+        return ALPHAS.index(self.slider.value)
+
+    # -- the sweep --------------------------------------------------------------------
+    def run_sweep(self):
+        """Compute every α of the grid for the sidebar's problem, then show it."""
+        made = self.made.current()
+        problem = self._problem()
+        if problem is None:
+            return
+        self.pause()
+        self.progress.visible = True
+        try:
+            sweep = alpha_sweep(problem, self.settings)
+        except ValueError as exc:
+            self.error.object = markup.error(exc)
+            return
+        finally:
+            self.progress.visible = False
+        if self.closed:
+            return
+        self.sweep = sweep
+        self.play_button.disabled = False
+        self.point_input.end = len(problem.x_plot) - 1
+        with pn.io.hold():
+            self._draw_sweep()
+            point = surprising_point(sweep)
+            if self.point_input.value != point:
+                self.point_input.value = point               # its watcher draws the point
+            else:
+                self._draw_point()
+        self.made.record(made)
+
+    def _truth(self):
+        return None if self.reference is None else self.reference.truth_for(self.sweep["problem"])
+
+    def show_reference(self):
+        """Redraw with the reference just computed (or dropped)."""
+        if self.sweep is not None:
+            with pn.io.hold():
+                self._draw_sweep()
+                self._draw_point()
+
+    def _draw_sweep(self):
+        sweep, truth = self.sweep, self._truth()
+        self.note.object = sweep_note(sweep)
+        _on_event_loop(lambda: self.plots.show_sweep(sweep, truth))
+
+    def _draw_point(self):
+        """The chosen point's pictures for every α (the frames then only show them)."""
+        sweep = self.sweep
+        if sweep is None:
+            return
+        point = min(max(int(self.point_input.value), 0), len(sweep["problem"].x_plot) - 1)
+        self._pictures = pictures = [point_picture(sweep, k, point)
+                                     for k in range(len(sweep["alpha"]))]
+        truth, k = self._truth(), self.index
+
+        def draw():
+            self.plots.show_point(sweep, point, truth)
+            self.plots.show(sweep, k, pictures[k])
+        _on_event_loop(draw)
+
+    def _draw_frame(self):
+        """The α on the slider, from the stored results (no computation)."""
+        sweep, pictures, k = self.sweep, self._pictures, self.index
+        if sweep is None or pictures is None:
+            return
+        _on_event_loop(lambda: self.plots.show(sweep, k, pictures[k]))
+
+    # -- ▶ -------------------------------------------------------------------------------
+    @property
+    def playing(self) -> bool:
+        return self._player is not None
+
+    def toggle_play(self):
+        """The ▶ button: play, or pause while playing."""
+        if self.playing:
+            self.pause()
+        else:
+            self.play()
+
+    def play(self):
+        """α from the grid's first value (next to VI) to EP, a frame per period."""
+        if self.sweep is None:
+            return
+        self.pause()
+        with self._play_lock:
+            self._generation += 1
+            generation = self._generation
+        self.slider.value = ALPHAS[0]
+        self.play_button.label = PAUSE
+        self._player = pn.state.add_periodic_callback(
+            lambda: self.advance(generation), period=PLAY_PERIOD_MS, count=len(ALPHAS) - 1)
+
+    def advance(self, generation: int):
+        """One frame of the play numbered ``generation``: the next α; nothing if that
+        play was paused or replaced. The last α ends it."""
+        with self._play_lock:
+            if generation != self._generation or self.sweep is None:
+                return
+            k = min(self.index + 1, len(ALPHAS) - 1)
+            self.slider.value = ALPHAS[k]
+        if k == len(ALPHAS) - 1:
+            self.pause(generation)
+
+    def pause(self, generation: int | None = None):
+        """End the current play (its later frames move nothing); with ``generation``,
+        only if that play is still the current one (a new ▶ may have replaced it)."""
+        with self._play_lock:
+            if generation is not None and generation != self._generation:
+                return
+            self._generation += 1
+            player, self._player = self._player, None
+        if player is not None:
+            player.stop()
+        self.play_button.label = PLAY
+
+    def close(self):
+        """Release the page's sweep (its browser page is gone): ▶ stops, a sweep under
+        way is dropped when it ends, and nothing is drawn any more."""
+        self.closed = True
+        self.pause()
+        self.sweep = self._pictures = None
+
+
+def _on_event_loop(draw):
+    """``draw`` (changes to plain Bokeh models, which Panel does not route to the event
+    loop itself, unlike its widgets' values) on the session's event loop, under the
+    document's lock and as one message, after any change queued there before it; at
+    once where there is no server (tests, notebooks) or on the loop already."""
+    def held():
+        with pn.io.hold():
+            draw()
+    pn.state.execute(held, schedule="auto")

@@ -64,7 +64,7 @@ def test_reference_reports_the_chains_diagnostics():
     Gaussian-likelihood problem) have R̂ near 1 (the worst of 17 traced quantities; its
     excess over 1 is about (τ − 1) / 2N for N = 100 draws per split half and an
     autocorrelation time τ of about 10 transitions) and a bulk ESS of hundreds; with 8
-    transitions the same chains' R̂ is worse."""
+    transitions the same chains' R̂ is clearly worse."""
     ds = bnlab.datasets.load("regression_1d", n=12)
     model = bnlab.GP(bnlab.kernels.RBF(lengthscale=0.7, variance=1.3),
                      bnlab.likelihoods.Gaussian(noise=0.5))
@@ -73,4 +73,4 @@ def test_reference_reports_the_chains_diagnostics():
     assert 1.0 <= long.rhat < 1.1 and 500 < long.bulk_ess <= 64 * 200 * 1.2
     short = ais(model, ds.X, ds.y, num_temps=50, num_chains=64, posterior_steps=8,
                 use_cache=False)
-    assert short.rhat > long.rhat and short.bulk_ess < long.bulk_ess
+    assert short.rhat > long.rhat + 0.1

@@ -1,6 +1,8 @@
 """The lab's MCMC reference states log p(y) as BDMC's interval with a verdict: checked
 against the closed-form evidence of Gaussian regression and against the run's own
 numbers, resolved and unresolved."""
+import html
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -52,3 +54,33 @@ def test_interval_holds_the_closed_form_and_the_verdict_follows_the_tolerance(pr
     assert "not resolved: the interval is" in text and "again for 800 temperatures" in text
     assert strict.next_schedule(problem) == 800
     assert "(not resolved)" in _log_z_line(strict.truth_for(problem), 0.5, "#000")[2].text
+
+
+def test_surfaces_page_counts_the_unresolved_cells():
+    """The Surfaces page's line counts the cells whose interval is wider than the
+    tolerance (the 'mcmc' scheme's converged flag, set by ``bnlab.surface``) and those
+    whose upper estimate lies below VI's ELBO; all resolved is said plainly."""
+    import xarray as xr
+
+    from bnlab.ui.surfaces import interval_note, mcmc_note
+    vi = np.array([[-10.0, -9.0, -8.0], [-11.0, -10.0, -9.0]])
+    upper = vi + np.array([[0.1, -0.2, 0.3], [0.1, 0.1, -0.1]])      # 2 cells below VI
+
+    def ds(resolved):
+        dims = ("scheme", "variance", "lengthscale")
+        conv = np.stack([np.ones((2, 3), bool), resolved])
+        return xr.Dataset({"log_marginal": (dims, np.stack([vi, upper - 0.1])),
+                           "log_marginal_se": (dims, np.full((2, 2, 3), 0.01)),
+                           "converged": (dims, conv),
+                           "mcmc_lower": (dims[1:], upper - 0.1),
+                           "mcmc_upper": (dims[1:], upper)},
+                          coords={"scheme": ["vi", "mcmc"], "variance": [0.5, 1.0],
+                                  "lengthscale": [0.5, 1.0, 2.0]},
+                          attrs={"n_train": 50, "mcmc_tolerance": 0.05})
+    some = np.array([[True, False, False], [True, True, False]])
+    text = html.unescape(interval_note(ds(some), remedy="compute again"))
+    assert "wider than 0.05 nats at 3 of 6 cells" in text and "bn-warn" in text
+    assert "below VI's ELBO at 2 cells" in text and text.endswith("compute again.</span>")
+    assert "at all 6 cells: resolved" in interval_note(ds(np.ones((2, 3), bool)))
+    assert interval_note(ds(some).drop_vars(["mcmc_upper"])) == ""
+    assert mcmc_note(ds(some)).startswith(interval_note(ds(some)))

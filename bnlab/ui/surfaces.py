@@ -137,7 +137,43 @@ def best_row(ds, variable="log_marginal_per_n") -> int:
 
 
 def mcmc_note(ds, remedy: str = "") -> str:
-    """What the MCMC surface can settle, as one line of HTML (numbers only): its
+    """What the MCMC surface can settle (HTML, numbers only): the cells where BDMC's
+    interval is too wide (``interval_note``), then its standard errors and the cells
+    below VI's bound (``standard_error_note``)."""
+    return "<br>".join(t for t in (interval_note(ds, remedy), standard_error_note(ds, remedy)) if t)
+
+
+def interval_note(ds, remedy: str = "") -> str:
+    """The cells where MCMC's interval for log p(y) ([forward − 2 se, reverse + 2 se],
+    ``bnlab.mcmc.AISResult.interval``) is wider than the surface's tolerance, so that
+    smaller gaps between the methods are not resolved there, and the cells where its
+    upper estimate lies below VI's ELBO (the exact log p(y) never does). Empty for a
+    surface without bounds."""
+    if "mcmc_upper" not in ds or "mcmc" not in [str(m) for m in ds["scheme"].values]:
+        return ""
+    hi = ds["mcmc_upper"].values
+    ok = np.isfinite(hi) & np.isfinite(ds["mcmc_lower"].values)
+    if not ok.any():
+        return ""
+    wide = int((ok & ~ds["converged"].sel(scheme="mcmc").values.astype(bool)).sum())
+    tol = ds.attrs.get("mcmc_tolerance", float("nan"))
+    if not wide:
+        return markup.caption(f"MCMC's interval for log p(y) is narrower than {tol:g} nats "
+                              f"at all {int(ok.sum())} cells: resolved.")
+    line = (f"MCMC's interval for log p(y) (forward and reverse AIS, ± 2 standard errors) "
+            f"is wider than {tol:g} nats at {wide} of {int(ok.sum())} cells: not resolved "
+            "there, so smaller gaps between the methods are not settled")
+    methods = [str(m) for m in ds["scheme"].values]
+    if "vi" in methods:
+        vi = ds["log_marginal"].sel(scheme="vi").values
+        below = ok & np.isfinite(vi) & ds["converged"].sel(scheme="vi").values & (hi < vi)
+        if below.any():
+            line += f"; its upper estimate lies below VI's ELBO at {int(below.sum())} cells"
+    return markup.warning(line + (f": {remedy}." if remedy else "."))
+
+
+def standard_error_note(ds, remedy: str = "") -> str:
+    """What the MCMC surface's errors settle, as one line of HTML (numbers only): its
     standard error per point (AIS, per cell), and the cells where its estimate lies
     below VI's lower bound, which the exact log p(y) never does. AIS's log p(y) is low
     on average (the log of an unbiased estimate of p(y)), so a few such cells within

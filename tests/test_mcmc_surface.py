@@ -72,3 +72,33 @@ def test_cli_writes_the_bounds_and_counts_the_unresolved_cells(tmp_path, capsys)
         main(["surface", "--data", str(path), "--likelihood", "gaussian", "--mcmc",
               "--mcmc-tolerance", "-1", "--out", str(out)])
     assert "argument --mcmc-tolerance:" in capsys.readouterr().err
+
+
+def test_surface_refines_the_unresolved_cells_until_a_budget():
+    """``mcmc_options`` with ``max_temps``: cells still unresolved after 10 temperatures
+    are rerun at 40, then 160; a cell stops at the first schedule that resolves it
+    (or at 160), and every cell's interval holds the probit evidence in closed form
+    (Sheppard's orthant probability, n = 3)."""
+    X, y = np.array([[-1.0], [0.0], [1.2]]), np.array([1.0, -1.0, 1.0])
+    model = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.Bernoulli("probit"))
+    surf = bnlab.surface(model, X, y, methods=["mcmc"], grid=GRID,
+                         mcmc_options={"num_temps": 10, "max_temps": 160, "num_chains": 64,
+                                       "tolerance": 0.4})
+    temps = surf.iterations.sel(scheme="mcmc").values
+    resolved = surf.converged.sel(scheme="mcmc").values
+    assert set(temps.ravel()) <= {10, 40, 160} and (temps > 10).any()
+    assert resolved[temps < 160].all()
+    for i, ell in enumerate(GRID["lengthscale"]):
+        for j, var in enumerate(GRID["variance"]):
+            m = bnlab.GP(bnlab.kernels.Matern52(lengthscale=ell, variance=var),
+                         bnlab.likelihoods.Bernoulli("probit"))
+            S = np.outer(y, y) * np.asarray(m.prior_covariance(m.init_params(), jnp.asarray(X),
+                                                              jnp.asarray(X))) + np.eye(3)
+            R = S / np.sqrt(np.outer(np.diag(S), np.diag(S)))
+            truth = np.log(0.125 + (np.arcsin(R[0, 1]) + np.arcsin(R[0, 2])
+                                    + np.arcsin(R[1, 2])) / (4 * np.pi))
+            cell = surf.isel(lengthscale=i, variance=j)
+            lo = float(cell.mcmc_lower - 2 * cell.mcmc_lower_se)
+            hi = float(cell.mcmc_upper + 2 * cell.mcmc_upper_se)
+            assert lo - 0.1 < truth < hi + 0.1, (ell, var, lo, truth, hi)
+            assert bool(resolved[i, j]) == (hi - lo < 0.4)

@@ -36,7 +36,7 @@ from .._runtime import disk_cache as cache
 from .ais_kernel import bdmc_point, ess_step
 from .chain_diagnostics import summary as chain_summary
 
-__all__ = ["AISResult", "ais", "ais_grid", "bdmc", "ess_step", "effective_sample_size",
+__all__ = ["AISResult", "ais", "ais_grid", "bdmc", "bdmc_grid", "ess_step", "effective_sample_size",
            "posterior_key", "GAP_TOLERANCE"]
 
 #: part of every cache key: raise it whenever the sampler's output for the same inputs
@@ -331,4 +331,49 @@ def bdmc(model, X, y, params=None, *, tolerance=GAP_TOLERANCE, num_temps=1000,
             return res
         if max_seconds is not None and time.perf_counter() - start + refine * took > max_seconds:
             return res
+        temps = min(temps * int(refine), int(max_temps))
+
+
+def bdmc_grid(model, X, y, params_list, *, tolerance=GAP_TOLERANCE, num_temps=1000,
+              max_temps=None, refine=4, max_seconds=None, progress=None, cancel=None,
+              **options):
+    """``ais_grid`` (bidirectional) at every θ, then again at ``refine`` times the
+    temperatures at the points whose interval is still wider than ``tolerance``, until
+    every point is resolved, or ``max_temps`` (default: ``num_temps``, no refinement)
+    is reached, or the next pass (predicted as ``refine`` times the last one's time)
+    would end past ``max_seconds``. Each point keeps its last run: ``num_temps`` says
+    its schedule and ``converged`` its verdict. ``progress`` is called per point of
+    the first pass only. Returns (dict as ``ais_grid``'s plus ``converged``,
+    cancelled)."""
+    max_temps = num_temps if max_temps is None else max_temps
+    if int(refine) != refine or refine < 2:
+        raise ValueError(f"refine must be an integer ≥ 2, got {refine}")
+    if int(max_temps) != max_temps or max_temps < num_temps:
+        raise ValueError(f"max_temps must be an integer ≥ num_temps ({num_temps}), got {max_temps}")
+    _validate(num_temps, 2, 1, 1, 4, "bidirectional", tolerance)
+    start, temps = time.perf_counter(), int(num_temps)
+    todo, out = np.arange(len(params_list)), None
+    while True:
+        began = time.perf_counter()
+        part, cancelled = ais_grid(model, X, y, [params_list[i] for i in todo], num_temps=temps,
+                                   direction="bidirectional", cancel=cancel,
+                                   progress=progress if out is None else None, **options)
+        took = time.perf_counter() - began
+        if out is None:
+            out = part
+        else:
+            for k, v in part.items():
+                if isinstance(out[k], list):
+                    for j, i in enumerate(todo):
+                        out[k][i] = v[j]
+                else:
+                    out[k][todo] = v
+        width = ((out["log_z_upper"] + 2 * out["log_z_upper_se"])
+                 - (out["log_z"] - 2 * out["log_z_se"]))
+        out["converged"] = np.isfinite(width) & (width < tolerance)
+        todo = np.flatnonzero(~out["converged"] & np.isfinite(out["log_z"]))
+        if cancelled or not todo.size or temps >= max_temps:
+            return out, cancelled
+        if max_seconds is not None and time.perf_counter() - start + refine * took > max_seconds:
+            return out, cancelled
         temps = min(temps * int(refine), int(max_temps))

@@ -239,7 +239,8 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
     large signal variances needs stronger damping than VI).
     ``method_options``: {method: {option: value}} (e.g. G-KL covariance structure);
     ``mcmc_options``: keyword arguments of ``bnlab.studies.mcmc.ais`` (temperatures, chains,
-    seed, direction, tolerance). With 'mcmc' the Dataset also holds BDMC's bounds per
+    seed, direction, tolerance) and of ``bdmc_grid`` (max_temps, refine, max_seconds:
+    unresolved cells rerun with longer schedules). With 'mcmc' the Dataset also holds BDMC's bounds per
     cell: ``mcmc_lower`` (forward AIS, = the 'mcmc' scheme), ``mcmc_upper`` (reverse
     AIS), their ``_se``, ``mcmc_gap``, the β = 1 chains' ``mcmc_rhat`` and
     ``mcmc_bulk_ess``; the 'mcmc' scheme's ``converged`` marks cells whose interval is
@@ -560,13 +561,20 @@ def _run_mcmc(model, X, y, Xs, ys, base, names, thetas, results, cancel, report,
     log_marginal is forward AIS's estimate (a stochastic lower bound), and its bounds,
     standard errors and chain diagnostics become the ``mcmc_*`` variables (``_dataset``).
     'converged' marks the cells whose interval is narrower than ``tolerance`` (an
-    option here, ``mcmc.GAP_TOLERANCE`` by default; not an ``ais_grid`` argument)."""
-    from .mcmc import GAP_TOLERANCE, ais_grid
+    option here, ``mcmc.GAP_TOLERANCE`` by default); with ``max_temps`` (and
+    ``max_seconds``) the unresolved cells are rerun with longer schedules
+    (``mcmc.bdmc_grid``), and 'iterations' holds each cell's last schedule."""
+    from .mcmc import GAP_TOLERANCE, ais_grid, bdmc_grid
     options = dict(options)
     tolerance = options.pop("tolerance", GAP_TOLERANCE)
-    out, cancelled = ais_grid(model, X, y, [point_params(base, names, jnp.asarray(t)) for t in thetas],
-                              X_test=Xs, y_test=ys, cancel=lambda: _is_cancelled(cancel),
-                              progress=report, **options)
+    thetas = [point_params(base, names, jnp.asarray(t)) for t in thetas]
+    if options.get("direction", "bidirectional") == "forward":
+        out, cancelled = ais_grid(model, X, y, thetas, X_test=Xs, y_test=ys,
+                                  cancel=lambda: _is_cancelled(cancel), progress=report, **options)
+    else:
+        out, cancelled = bdmc_grid(model, X, y, thetas, X_test=Xs, y_test=ys,
+                                   tolerance=tolerance, cancel=lambda: _is_cancelled(cancel),
+                                   progress=report, **options)
     r = results["mcmc"]
     r["log_marginal"][:] = out["log_z"]
     r["log_marginal_se"][:] = out["log_z_se"]

@@ -62,7 +62,7 @@ def test_surfaces_page_counts_the_unresolved_cells():
     whose upper estimate lies below VI's ELBO; all resolved is said plainly."""
     import xarray as xr
 
-    from bnlab.ui.surfaces import interval_note, mcmc_note
+    from bnlab.ui.mcmc_notes import interval_note, mcmc_note
     vi = np.array([[-10.0, -9.0, -8.0], [-11.0, -10.0, -9.0]])
     upper = vi + np.array([[0.1, -0.2, 0.3], [0.1, 0.1, -0.1]])      # 2 cells below VI
 

@@ -224,12 +224,12 @@ def _interval(truth: dict) -> tuple:
 
 
 def _energy_limits(energies: list, truth: dict | None) -> tuple:
-    """The energy axis's range: every valid energy, and MCMC's interval for log p(y)
-    (HoloViews leaves horizontal lines and their labels out of the range, so log p(y),
+    """The energy axis's range: every valid energy, and MCMC's log p(y) and its
+    interval (HoloViews leaves horizontal lines and their labels out of the range, so log p(y),
     above every energy, would be off the plot)."""
     values = list(energies)
     if truth is not None:
-        values += list(_interval(truth))
+        values += [truth["log_z"], *_interval(truth)]
     if not values:
         return (None, None)
     lo, hi = min(values), max(values)

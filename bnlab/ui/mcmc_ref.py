@@ -128,9 +128,9 @@ class MCMCReference:
                  "too far from the prior for AIS here")
         line = (f"MCMC reference (bidirectional AIS, {self.num_chains} chains × "
                 f"{self.num_temps} temperatures): log p(y) ∈ <b class='bn-interval'>"
-                f"[{lo:.3f}, {hi:.3f}]</b> (forward ≈ <b>{self.log_z:.3f}</b> ± "
-                f"{self.log_z_se:.3f}, reverse ≈ {self.log_z_upper:.3f} ± "
-                f"{self.log_z_upper_se:.3f}, standard errors) · ")
+                f"[{lo:.3f}, {hi:.3f}]</b> (forward AIS: log p(y) ≈ <b>{self.log_z:.3f}</b>"
+                f" ± {self.log_z_se:.3f}; reverse AIS ≈ {self.log_z_upper:.3f} ± "
+                f"{self.log_z_upper_se:.3f}; standard errors) · ")
         if self.converged:
             line += (f"<span class='bn-resolved'>resolved: the interval is {hi - lo:.3f} "
                      f"nats wide (tolerance {self.tolerance:g}), so gaps to the "

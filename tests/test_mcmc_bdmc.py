@@ -27,7 +27,8 @@ def _prior_cov(model, X):
 
 def _probit_log_z(K, y):
     """log P(u ≥ 0), u ~ N(0, D K D + I): Sheppard's closed forms for n ≤ 3, Genz's
-    algorithm (scipy) above."""
+    algorithm (scipy) above, to a relative 1e-5 (1e-5 nats; 1e-8 costs 50 s at n = 12
+    and moves log p(y) by 1e-5)."""
     S = np.outer(y, y) * K + np.eye(len(y))
     d = np.sqrt(np.diag(S))
     R = S / np.outer(d, d)
@@ -37,7 +38,7 @@ def _probit_log_z(K, y):
         return np.log(0.125 + (np.arcsin(R[0, 1]) + np.arcsin(R[0, 2]) + np.arcsin(R[1, 2]))
                       / (4 * np.pi))
     return np.log(multivariate_normal.cdf(np.zeros(len(y)), np.zeros(len(y)), R,
-                                          maxpts=10**7, abseps=1e-10, releps=1e-8))
+                                          maxpts=10**6, abseps=1e-8, releps=1e-5))
 
 
 def _probit_problem(n, lengthscale=1.0, variance=4.0, seed=0):
@@ -53,9 +54,9 @@ def test_sheppard_and_genz_agree():
     below rest on a checked one."""
     model, X, y, closed = _probit_problem(3)
     S = np.outer(y, y) * _prior_cov(model, X) + np.eye(3)
-    genz = multivariate_normal.cdf(np.zeros(3), np.zeros(3), S, maxpts=10**7, abseps=1e-10,
-                                   releps=1e-8)
-    assert abs(np.log(genz) - closed) < 1e-6
+    genz = multivariate_normal.cdf(np.zeros(3), np.zeros(3), S, maxpts=10**6, abseps=1e-8,
+                                   releps=1e-5)
+    assert abs(np.log(genz) - closed) < 1e-4
 
 
 @pytest.mark.parametrize("n, noise", [(4, 0.05), (12, 0.3), (25, 1.0)])

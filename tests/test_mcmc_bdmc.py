@@ -13,7 +13,7 @@ from scipy.stats import multivariate_normal
 
 import bnlab
 from bnlab.studies import ais_kernel
-from bnlab.studies.mcmc import ais, bdmc
+from bnlab.studies.mcmc import ais, bdmc, bdmc_grid
 
 
 @pytest.fixture(autouse=True)
@@ -160,6 +160,12 @@ def test_bdmc_lengthens_the_schedule_until_the_gap_is_below_the_tolerance():
         ais(model, X, y, direction="backwards")
     with pytest.raises(ValueError, match="posterior_steps"):
         ais(model, X, y, posterior_steps=2)
+    with pytest.raises(ValueError, match="max_temps"):
+        bdmc(model, X, y, num_temps=100, max_temps=50)
+    with pytest.raises(ValueError, match="refine"):
+        bdmc_grid(model, X, y, [model.init_params()], refine=1)
+    with pytest.raises(ValueError, match="max_seconds"):
+        bdmc_grid(model, X, y, [model.init_params()], max_temps=2000, max_seconds=0)
 
 
 def test_forward_only_runs_have_no_upper_bound_and_are_cached_apart(tmp_path):

@@ -39,8 +39,8 @@ def test_interval_holds_the_closed_form_and_the_verdict_follows_the_tolerance(pr
     lo, hi = ref.interval
     assert lo < _exact(problem) < hi, (lo, _exact(problem), hi)
     text = ref.summary_html()
-    assert f"[{lo:.3f}, {hi:.3f}]" in text and "resolved: the interval is" in text
-    assert "not resolved" not in text and f"split-R̂ {ref.rhat:.3f}" in text
+    assert f"[{lo:.3f}, {hi:.3f}]" in text and "Resolved: the interval is" in text
+    assert "Not resolved" not in text and f"split-R̂ {ref.rhat:.3f}" in text
     assert ref.ess >= 100 and ref.next_schedule(problem) == 200     # nothing to refine
     truth = ref.truth_for(problem)
     assert truth["interval"] == (lo, hi) and truth["converged"]
@@ -51,7 +51,7 @@ def test_interval_holds_the_closed_form_and_the_verdict_follows_the_tolerance(pr
     strict = MCMCReference()
     strict.compute(problem, num_temps=200, num_chains=128, tolerance=1e-4)
     text = strict.summary_html()
-    assert "not resolved: the interval is" in text and "again for 800 temperatures" in text
+    assert "Not resolved: the interval is" in text and "again for 800 temperatures" in text
     assert strict.next_schedule(problem) == 800
     assert "(not resolved)" in _log_z_line(strict.truth_for(problem), 0.5, "#000")[2].text
 

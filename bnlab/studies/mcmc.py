@@ -304,6 +304,16 @@ def ais(model, X, y, params=None, *, X_test=None, y_test=None, num_temps=1000,
                      float(tolerance), int(num_temps), int(num_chains))
 
 
+def _check_refinement(num_temps, max_temps, refine, max_seconds):
+    if isinstance(refine, bool) or int(refine) != refine or refine < 2:
+        raise ValueError(f"refine must be an integer ≥ 2, got {refine}")
+    if isinstance(max_temps, bool) or int(max_temps) != max_temps or max_temps < num_temps:
+        raise ValueError(f"max_temps must be an integer ≥ num_temps ({num_temps}), "
+                         f"got {max_temps}")
+    if max_seconds is not None and not max_seconds > 0:
+        raise ValueError(f"max_seconds must be positive, got {max_seconds}")
+
+
 def bdmc(model, X, y, params=None, *, tolerance=GAP_TOLERANCE, num_temps=1000,
          max_temps=16_000, refine=4, num_chains=16, max_seconds=None, **options) -> AISResult:
     """BDMC lengthened until it converges: ``ais`` with ``num_temps`` temperatures, then
@@ -312,14 +322,10 @@ def bdmc(model, X, y, params=None, *, tolerance=GAP_TOLERANCE, num_temps=1000,
     reached, or the next run (predicted as ``refine`` times the last one's time) would
     end past ``max_seconds``. AIS's bias falls roughly as 1 / temperatures (Neal 2001,
     §4), so more temperatures narrow the sandwich (and, the weights less spread, the
-    standard errors); more chains shrink only the standard errors. Returns the last run (its ``num_temps`` and ``converged`` say where
-    the refinement stopped). Runs already cached cost nothing."""
-    if int(refine) != refine or refine < 2:
-        raise ValueError(f"refine must be an integer ≥ 2, got {refine}")
-    if int(max_temps) != max_temps or max_temps < num_temps:
-        raise ValueError(f"max_temps must be an integer ≥ num_temps ({num_temps}), got {max_temps}")
-    if max_seconds is not None and not max_seconds > 0:
-        raise ValueError(f"max_seconds must be positive, got {max_seconds}")
+    standard errors); more chains shrink only the standard errors. Returns the last run
+    (its ``num_temps`` and ``converged`` say where the refinement stopped). Runs
+    already cached cost nothing."""
+    _check_refinement(num_temps, max_temps, refine, max_seconds)
     start = time.perf_counter()
     temps = int(num_temps)
     while True:
@@ -346,10 +352,7 @@ def bdmc_grid(model, X, y, params_list, *, tolerance=GAP_TOLERANCE, num_temps=10
     the first pass only. Returns (dict as ``ais_grid``'s plus ``converged``,
     cancelled)."""
     max_temps = num_temps if max_temps is None else max_temps
-    if int(refine) != refine or refine < 2:
-        raise ValueError(f"refine must be an integer ≥ 2, got {refine}")
-    if int(max_temps) != max_temps or max_temps < num_temps:
-        raise ValueError(f"max_temps must be an integer ≥ num_temps ({num_temps}), got {max_temps}")
+    _check_refinement(num_temps, max_temps, refine, max_seconds)
     _validate(num_temps, 2, 1, 1, 4, "bidirectional", tolerance)
     start, temps = time.perf_counter(), int(num_temps)
     todo, out = np.arange(len(params_list)), None

@@ -130,18 +130,17 @@ class MCMCReference:
                 f"{self.num_temps} temperatures): log p(y) ∈ <b class='bn-interval'>"
                 f"[{lo:.3f}, {hi:.3f}]</b> (forward AIS: log p(y) ≈ <b>{self.log_z:.3f}</b>"
                 f" ± {self.log_z_se:.3f}; reverse AIS ≈ {self.log_z_upper:.3f} ± "
-                f"{self.log_z_upper_se:.3f}; standard errors) · ")
+                f"{self.log_z_upper_se:.3f}; standard errors) · effective sample size "
+                f"<b class='bn-ess'>{self.ess:.0f}</b> of {self.num_chains} (weights) · "
+                f"posterior chains: split-R̂ {self.rhat:.3f}, bulk ESS {self.bulk_ess:.0f}<br>")
         if self.converged:
-            line += (f"<span class='bn-resolved'>resolved: the interval is {hi - lo:.3f} "
+            line += (f"<span class='bn-resolved'>Resolved: the interval is {hi - lo:.3f} "
                      f"nats wide (tolerance {self.tolerance:g}), so gaps to the "
-                     "approximations larger than that are real</span>")
+                     "approximations larger than that are real.</span>")
         else:
-            line += (f"<span class='bn-warn'>not resolved: the interval is {hi - lo:.3f} "
+            line += (f"<span class='bn-warn'>Not resolved: the interval is {hi - lo:.3f} "
                      f"nats wide (tolerance {self.tolerance:g}), so smaller gaps to the "
-                     f"approximations are not settled; {again}</span>")
-        line += (f"<br>effective sample size <b class='bn-ess'>{self.ess:.0f}</b> of "
-                 f"{self.num_chains} (weights) · posterior chains: split-R̂ "
-                 f"{self.rhat:.3f}, bulk ESS {self.bulk_ess:.0f}")
+                     f"approximations are not settled; {again}.</span>")
         if self.ess < MIN_ESS:
             line += (f"<br><span class='bn-warn'>⚠ ESS below {MIN_ESS}: a few chains carry "
                      "most of the weight, so the band and the standard error are rough "

@@ -75,6 +75,7 @@ def _positive_number(text):
 FRACTION = _checked(float, lambda v: 0 <= v < 1, "a fraction in [0, 1)")
 DAMPING = _checked(float, lambda v: 0 < v <= 1, "in (0, 1]")
 SEED = _checked(int, lambda v: 0 <= v < 2**32, "an integer in [0, 2**32)")
+TOLERANCE = _checked(float, lambda v: 0 < v < float("inf"), "a positive number")
 #: natural-log grid ends whose exp is a positive finite double
 LOG_RANGE = 700.0
 
@@ -257,7 +258,7 @@ def _compute_surface(args, out):
                              acceleration=not args.no_acceleration, progress=bar,
                              client=client, store=args.store, max_work=args.max_work,
                              mcmc_options={"num_temps": args.temps, "num_chains": args.chains,
-                                           "seed": args.seed})
+                                           "seed": args.seed, "tolerance": args.mcmc_tolerance})
     finally:
         bar.close()
         if client is not None:
@@ -282,6 +283,22 @@ def _print_maxima(surf):
         dims = v.dims
         print(f"{m:>8}: max log p(y|θ)/n = {float(v.values[i, j]):.4f} at "
               f"{dims[0]}={float(v[dims[0]][i]):.4g}, {dims[1]}={float(v[dims[1]][j]):.4g}")
+    if "mcmc_gap" in surf:
+        print(_mcmc_line(surf))
+
+
+def _mcmc_line(surf) -> str:
+    """BDMC's verdict over the grid: the gap between reverse and forward AIS (nats) and
+    the cells whose interval is not narrower than the tolerance."""
+    gap = surf["mcmc_gap"].values
+    ok = np.isfinite(gap)
+    resolved = surf["converged"].sel(scheme="mcmc").values
+    if not ok.any():
+        return "    mcmc: no bounds (cancelled)"
+    return (f"    mcmc: bounds in mcmc_lower/mcmc_upper; gap upper − lower median "
+            f"{np.median(gap[ok]):.3f}, largest {gap[ok].max():.3f} nats; "
+            f"{int(ok.sum() - resolved[ok].sum())} of {int(ok.sum())} cells not resolved "
+            f"(interval wider than {surf.attrs['mcmc_tolerance']:g} nats)")
 
 
 def _reproduce(args):
@@ -353,6 +370,9 @@ def build_parser():
     s.add_argument("--max-bytes", type=_int_at_least(1), default=MAX_DATA_BYTES,
                    help=f"the most bytes read from --data (default {MAX_DATA_BYTES}, the lab's "
                         f"upload limit)")
+    s.add_argument("--mcmc-tolerance", type=TOLERANCE, default=0.05,
+                   help="nats: a cell's MCMC interval [lower − 2se, upper + 2se] narrower "
+                   "than this is resolved")
     s.add_argument("--seed", type=SEED, default=0)
     s.add_argument("--out", required=True, help="output netCDF file")
     s.add_argument("--store", default=None, metavar="PATH",

@@ -34,7 +34,8 @@ def test_reported_standard_error_and_ess_match_the_spread_over_seeds():
     model = bnlab.GP(bnlab.kernels.Matern52(lengthscale=1.5, variance=2.0),
                      bnlab.likelihoods.Bernoulli("probit"))
     C = 128
-    runs = [ais(model, ds.X, ds.y, num_temps=300, num_chains=C, seed=s, use_cache=False)
+    runs = [ais(model, ds.X, ds.y, num_temps=300, num_chains=C, seed=s, use_cache=False,
+                direction="forward")
             for s in range(8)]
     log_z = np.array([r.log_z for r in runs])
     se = np.array([r.log_z_se for r in runs])

@@ -1,62 +1,101 @@
-"""The MCMC gold standard: annealed importance sampling (AIS) with elliptical slice
-sampling (ESS) at fixed hyperparameters.
+"""The MCMC gold standard: log p(y | θ) at fixed hyperparameters as an interval,
+bidirectional Monte Carlo (BDMC; Grosse, Ghahramani & Adams 2015) with elliptical
+slice sampling on the exact model (the kernels, pure and vmappable, are in
+``bnlab.studies.ais_kernel``, which states the maths).
 
-AIS (Neal 2001), as used for the surfaces of Li, John & Solin (2023, §5.1, App. B, eqs.
-26–28; after Kuss & Rasmussen 2005): intermediate targets
-    π_t(f) ∝ N(f | 0, K) p(y | f)^{τ_t},   τ_t = (t / T)⁴,  t = 0 … T,
-chains start from exact prior draws (τ_0 = 0), and for t = 1 … T
-    log w += (τ_t − τ_{t−1}) log p(y | f)      with f the state *before* the move,
-    f ← ESS transition leaving π_t invariant     (Neal 2001's ordering).
-Each chain's w is an unbiased estimate of Z = p(y | θ); the chains are combined by the
-log of the *arithmetic* mean of the weights (as GPML's ``infMCMC`` does — the paper's
-"geometric mean" wording is not what its code computes), with the delta-method
-standard error se(log Ẑ) = sd(w) / (√C · mean(w)).
+- forward annealed importance sampling (AIS; Neal 2001, after Li, John & Solin 2023,
+  App. B): ``log_z`` (= ``log_z_lower``), a stochastic lower bound on log p(y);
+- reverse AIS from posterior samples: ``log_z_upper``, a stochastic upper bound. The
+  posterior samples are *not exact* for a non-conjugate likelihood: they are the
+  forward chains' final states resampled by weight and moved ``posterior_steps``
+  ESS transitions at β = 1, whose split-R̂ and bulk ESS (``chain_diagnostics``,
+  ArviZ's definitions) are reported with them.
 
-ESS (Murray, Adams & MacKay 2010) moves in f-space with prior draws ν = L z, L = chol K
-(the engine's jittered factor). Our own kernel rather than blackjax's so that the shrink
-loop is a masked ``while_loop`` with a cap whose hits are counted (GPML's "emergency
-break" after 20 shrinks accepts the last proposal, which biases; here a capped step
-keeps the current state, which preserves detailed balance because the shrinkage path
-is reversible step by step) and so that it vmaps over chains and grid points.
+The weights' log-mean is combined by the log of the *arithmetic* mean (as GPML's
+``infMCMC`` does), with the delta-method standard error sd(w) / (√C · mean(w)), which
+describes the weights' spread and not the estimator's bias; the gap between the bounds
+does bound the bias. The reference counts as ``converged`` when the interval
+[lower − 2 se, upper + 2 se] (``AISResult.interval``) is narrower than a tolerance
+(default ``GAP_TOLERANCE`` nats in total), and ``bdmc`` lengthens the schedule until it
+is or a budget ends.
 
-The final AIS states, weighted by their normalised weights, are posterior samples of f.
-Results are cached on disk (``bnlab._runtime.disk_cache``) keyed by data, model, θ, settings and
-``AIS_VERSION``.
+Results are cached on disk (``bnlab._runtime.disk_cache``) keyed by data, model, θ, the
+schedule (temperatures, chains, moves, β = 1 steps), the direction (forward only or
+bidirectional), the seed and ``AIS_VERSION``.
 """
 from __future__ import annotations
 
+import time
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.linalg import cho_solve
-from jax.scipy.special import logsumexp
 
-from .. import cubature
 from .._runtime import disk_cache as cache
+from .ais_kernel import bdmc_point, ess_step
+from .chain_diagnostics import summary as chain_summary
 from .work_limits import check_ais_memory
-from ..posterior import full
 
-__all__ = ["AISResult", "ais", "ais_grid", "ess_step", "effective_sample_size",
-           "posterior_key"]
-
-TWO_PI = 2.0 * np.pi
+__all__ = ["AISResult", "ais", "ais_grid", "bdmc", "bdmc_grid", "ess_step", "effective_sample_size",
+           "posterior_key", "GAP_TOLERANCE"]
 
 #: part of every cache key: raise it whenever the sampler's output for the same inputs
 #: changes, so that entries written by the old sampler are never served
-AIS_VERSION = 1
+AIS_VERSION = 2
+
+#: the reference is converged when its interval (``AISResult.interval``) is narrower
+#: than this (nats, in total)
+GAP_TOLERANCE = 0.05
+#: directions ``ais`` runs: forward AIS only, or forward and reverse (BDMC)
+DIRECTIONS = ("forward", "bidirectional")
 
 
 class AISResult(NamedTuple):
-    log_z: float                 # log of the mean AIS weight (log p(y|θ) estimate)
+    log_z: float                 # forward AIS: log of the mean weight (a stochastic lower bound)
     log_z_se: float              # delta-method standard error of log_z
-    log_weights: np.ndarray      # (C,) per-chain log weights
-    samples: np.ndarray          # (C, N·D) final states: posterior samples of f (weighted)
+    log_weights: np.ndarray      # (C,) per-chain forward log weights
+    samples: np.ndarray          # (C, N·D) forward final states: posterior samples of f, weighted
     log_predictive: float        # mean test log predictive density (NaN without a test set)
     mean_shrinks: float          # average number of ESS shrinks per transition
     capped_fraction: float       # fraction of ESS transitions that hit the shrink cap
-    ess: float = float("nan")    # effective sample size of the weights (Kong 1992)
+    ess: float = float("nan")    # effective sample size of the forward weights (Kong 1992)
+    log_z_upper: float = float("nan")      # reverse AIS: a stochastic upper bound
+    log_z_upper_se: float = float("nan")   # its delta-method standard error
+    log_weights_reverse: np.ndarray | None = None   # (C,) reverse log weights (of 1/Z)
+    posterior_samples: np.ndarray | None = None     # (C, N·D) β = 1 chains' final states, equal weights
+    rhat: float = float("nan")             # worst rank-normalised split-R̂ of the β = 1 chains
+    bulk_ess: float = float("nan")         # smallest bulk ESS of the β = 1 chains
+    ess_upper: float = float("nan")        # Kong's ESS of the reverse weights
+    tolerance: float = GAP_TOLERANCE       # the interval width below which it is converged
+    num_temps: int = 0
+    num_chains: int = 0
+
+    @property
+    def log_z_lower(self) -> float:
+        return self.log_z
+
+    @property
+    def log_z_lower_se(self) -> float:
+        return self.log_z_se
+
+    @property
+    def gap(self) -> float:
+        """log_z_upper − log_z_lower: the width of the sandwich (NaN if forward only)."""
+        return self.log_z_upper - self.log_z
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        """Where log p(y) lies by this run: [lower − 2 se_lower, upper + 2 se_upper]
+        (each bound's bias one-sided, its noise to two standard errors)."""
+        return (self.log_z - 2 * self.log_z_se, self.log_z_upper + 2 * self.log_z_upper_se)
+
+    @property
+    def converged(self) -> bool:
+        """Whether the interval is narrower than ``tolerance``: both the bias (the gap)
+        and the noise (the standard errors) resolved."""
+        lo, hi = self.interval
+        return bool(np.isfinite(hi - lo) and hi - lo < self.tolerance)
 
 
 def effective_sample_size(log_weights) -> float:
@@ -69,130 +108,34 @@ def effective_sample_size(log_weights) -> float:
     return float(w.sum() ** 2 / (w ** 2).sum())
 
 
-def _log_lik(model, params, y, f):
-    F = f.reshape(y.shape[0], model.num_latents)
-    lik = model.likelihood
-    return jnp.sum(jax.vmap(lambda yn, fn: lik.log_prob(params["likelihood"], yn, fn))(y, F))
-
-
-def ess_step(key, f, ll_f, chol, beta, log_lik, max_shrinks=50):
-    """One elliptical slice sampling transition for N(f|0, LLᵀ) · exp(β log_lik(f)).
-    Returns (new f, its log-likelihood, number of shrinks, capped flag)."""
-    k_nu, k_u, k_theta, k_loop = jax.random.split(key, 4)
-    nu = chol @ jax.random.normal(k_nu, f.shape)
-    log_u = beta * ll_f + jnp.log(jax.random.uniform(k_u))
-    theta = jax.random.uniform(k_theta, minval=0.0, maxval=TWO_PI)
-
-    def propose(theta):
-        g = f * jnp.cos(theta) + nu * jnp.sin(theta)
-        return g, log_lik(g)
-
-    g, ll_g = propose(theta)
-
-    def cond(c):
-        _, _, _, _, ll_g, n = c
-        return (beta * ll_g <= log_u) & (n < max_shrinks)
-
-    def body(c):
-        theta, lo, hi, _, _, n = c
-        lo = jnp.where(theta < 0, theta, lo)
-        hi = jnp.where(theta < 0, hi, theta)
-        theta = jax.random.uniform(jax.random.fold_in(k_loop, n), minval=lo, maxval=hi)
-        g, ll_g = propose(theta)
-        return theta, lo, hi, g, ll_g, n + 1
-
-    init = (theta, theta - TWO_PI, theta, g, ll_g, jnp.asarray(0))
-    _, _, _, g, ll_g, n = jax.lax.while_loop(cond, body, init)
-    accepted = beta * ll_g > log_u
-    return (jnp.where(accepted, g, f), jnp.where(accepted, ll_g, ll_f), n, ~accepted)
-
-
-def _ais_point(model, params, X, y, key, Xs, ys, num_temps, num_chains, steps_per_temp,
-               max_shrinks):
-    """AIS for one θ (pure; vmapped over grid points by ``ais_grid``)."""
-    prior = full.prepare(model, params, X)
-    L = prior.chol_K
-    n = L.shape[0]
-
-    def log_lik(f):
-        return _log_lik(model, params, y, f)
-
-    f0 = (L @ jax.random.normal(jax.random.fold_in(key, 0), (n, num_chains))).T
-    ll0 = jax.vmap(log_lik)(f0)
-    taus = (jnp.arange(num_temps + 1) / num_temps) ** 4
-    step = jax.vmap(lambda k, f, l, beta: ess_step(k, f, l, L, beta, log_lik, max_shrinks),
-                    in_axes=(0, 0, 0, None))
-
-    def temperature(carry, t):
-        f, ll, logw, shrinks, capped = carry
-        logw = logw + (taus[t] - taus[t - 1]) * ll
-
-        def move(c, s):
-            f, ll = c
-            keys = jax.random.split(jax.random.fold_in(jax.random.fold_in(key, t), s), num_chains)
-            f, ll, k, cap = step(keys, f, ll, taus[t])
-            return (f, ll), (jnp.sum(k), jnp.sum(cap))
-
-        (f, ll), (k, cap) = jax.lax.scan(move, (f, ll), jnp.arange(steps_per_temp))
-        return (f, ll, logw, shrinks + jnp.sum(k), capped + jnp.sum(cap)), None
-
-    init = (f0, ll0, jnp.zeros(num_chains), jnp.asarray(0), jnp.asarray(0))
-    (f, _, logw, shrinks, capped), _ = jax.lax.scan(temperature, init,
-                                                    jnp.arange(1, num_temps + 1))
-    log_z = logsumexp(logw) - jnp.log(num_chains)
-    w = jnp.exp(logw - jnp.max(logw))
-    se = jnp.std(w, ddof=1) / (jnp.sqrt(num_chains) * jnp.mean(w))
-    moves = num_temps * steps_per_temp * num_chains
-    lpd = _log_predictive(model, params, X, prior, f, logw, Xs, ys) if Xs is not None else jnp.nan
-    return {"log_z": log_z, "log_z_se": se, "log_weights": logw, "samples": f, "lpd": lpd,
-            "mean_shrinks": shrinks / moves, "capped_fraction": capped / moves}
-
-
-def _conditional(model, params, X, prior, Xs):
-    """K⁻¹K(X, X*) and the blocks (Ns, D, D) of Cov[f* | f]."""
-    D = model.num_latents
-    Ks = model.prior_covariance(params, X, Xs)
-    A = cho_solve((prior.chol_K, True), Ks)
-    Ns = Xs.shape[0]
-    kss = model.prior_variance(params, Xs)
-    reduce = jnp.einsum("kna,knb->nab", Ks.reshape(-1, Ns, D), A.reshape(-1, Ns, D))
-    return A, kss - reduce
-
-
-def _log_predictive(model, params, X, prior, f, logw, Xs, ys):
-    """Mean over test points of log Σ_c w̄_c ∫ p(y*|f*) p(f*|f_c) df*."""
-    D = model.num_latents
-    A, cov = _conditional(model, params, X, prior, Xs)
-    means = (f @ A).reshape(f.shape[0], Xs.shape[0], D)
-    rule = cubature.make_rule("gauss_hermite", 20, D)
-    lik = model.likelihood
-    per = jax.vmap(lambda m: jax.vmap(lambda y_, mi, Ci: lik.log_predictive(
-        params["likelihood"], y_, mi, Ci, rule))(ys, m, cov))(means)          # (C, Ns)
-    logw_bar = logw - logsumexp(logw)
-    return jnp.mean(logsumexp(logw_bar[:, None] + per, axis=0))
-
-
 def ais_chunks(model, settings, with_test, params, keys, X, y, Xs, ys, devices) -> dict:
     """AIS at a batch of chunks of grid points: ``params`` (stacked hyperparameters) and
     ``keys`` have leading axes (chunks, points per chunk); the points of a chunk are
     vmapped, the chunks split over ``devices`` (``studies.devices.sharded``), so a
     point's result does not depend on the grouping (to rounding). Numpy arrays out."""
     from .devices import local_devices, sharded
-    T, C, S, M = settings
 
-    def one(p, k, X, y, Xs, ys):
-        return _ais_point(model, p, X, y, k, Xs if with_test else None, ys, T, C, S, M)
+    T, static = settings[0], settings[1:]       # one compiled program for every T
 
-    chunk = jax.vmap(one, in_axes=(0, 0, None, None, None, None))
-    run = sharded(chunk, local_devices(devices), 2, ("ais", model.structure_key(), settings, with_test))
-    return jax.tree_util.tree_map(np.asarray, run(params, keys, X, y, Xs, ys))
+    def one(p, k, X, y, Xs, ys, T):
+        return bdmc_point(model, p, X, y, k, Xs if with_test else None, ys, T, static)
+
+    chunk = jax.vmap(one, in_axes=(0, 0, None, None, None, None, None))
+    run = sharded(chunk, local_devices(devices), 2, ("ais", model.structure_key(), static, with_test))
+    return jax.tree_util.tree_map(np.asarray, run(params, keys, X, y, Xs, ys, np.int32(T)))
 
 
-def _validate(num_temps, num_chains, steps_per_temp, max_shrinks):
+def _validate(num_temps, num_chains, steps_per_temp, max_shrinks, posterior_steps, direction,
+              tolerance=GAP_TOLERANCE):
     for name, v, lo in (("num_temps", num_temps, 1), ("num_chains", num_chains, 2),
-                        ("steps_per_temp", steps_per_temp, 1), ("max_shrinks", max_shrinks, 1)):
-        if int(v) != v or v < lo:
+                        ("steps_per_temp", steps_per_temp, 1), ("max_shrinks", max_shrinks, 1),
+                        ("posterior_steps", posterior_steps, 4)):
+        if isinstance(v, bool) or int(v) != v or v < lo:
             raise ValueError(f"{name} must be an integer ≥ {lo}, got {v}")
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
+    if not (np.isfinite(tolerance) and tolerance > 0):
+        raise ValueError(f"tolerance must be a positive number of nats, got {tolerance}")
 
 
 #: the most latent values (points × latents) AIS samples: its state is dense in them
@@ -228,18 +171,26 @@ def posterior_key(model, X, y, params=None) -> str:
     return cache.make_key([np.asarray(X), np.asarray(y), repr(model.structure_key())], params)
 
 
+#: a point's scalar results, and its per-chain arrays (``ais_grid``)
+SCALARS = ("log_z", "log_z_se", "log_z_upper", "log_z_upper_se", "lpd", "mean_shrinks",
+           "capped_fraction", "rhat", "bulk_ess")
+PER_CHAIN = ("log_weights", "log_weights_reverse", "samples", "posterior_samples")
+
+
 def ais_grid(model, X, y, params_list, *, X_test=None, y_test=None, num_temps=1000,
-             num_chains=16, steps_per_temp=1, max_shrinks=50, seed=0, chunk_size=7,
-             use_cache=True, keep_samples=False, progress=None, cancel=None, devices=None,
-             pool=None):
-    """AIS at every θ of ``params_list`` (hyperparameter dicts), vmapped over chunks of
-    grid points, reading and writing the disk cache per point. Chunks run side by side
-    on ``devices`` (default every local one; ``ais_chunks``), or as tasks of ``pool``
-    (a Dask pool of ``bnlab.surface``); each point's random key comes from its own
-    cache key, so results do not depend on either (to rounding). Returns (dict of arrays over points:
-    log_z, log_z_se, lpd, mean_shrinks, capped_fraction, num_temps
-    [, samples, log_weights]), cancelled)."""
-    _validate(num_temps, num_chains, steps_per_temp, max_shrinks)
+             num_chains=16, steps_per_temp=1, max_shrinks=50, posterior_steps=100,
+             direction="bidirectional", seed=0, chunk_size=7, use_cache=True,
+             keep_samples=False, progress=None, cancel=None, devices=None, pool=None):
+    """BDMC (or forward AIS only, ``direction="forward"``) at every θ of ``params_list``
+    (hyperparameter dicts), vmapped over chunks of grid points, reading and writing the
+    disk cache per point. Chunks run side by side on ``devices`` (default every local
+    one; ``ais_chunks``), or as tasks of ``pool`` (a Dask pool of ``bnlab.surface``);
+    each point's random key comes from its own cache key, so results do not depend on
+    either (to rounding). ``posterior_steps``: ESS transitions at β = 1 between the
+    passes (the chains behind the posterior samples and the reverse start). Returns
+    (dict of arrays over points: ``SCALARS``, ess, ess_upper, num_temps [, the
+    ``PER_CHAIN`` arrays as lists]), cancelled)."""
+    _validate(num_temps, num_chains, steps_per_temp, max_shrinks, posterior_steps, direction)
     model, params_list = exact_model(model, params_list)
     from ..inference import validate_data
     X, y = validate_data(model, X, y)
@@ -252,29 +203,36 @@ def ais_grid(model, X, y, params_list, *, X_test=None, y_test=None, num_temps=10
     with_test = X_test is not None and y_test is not None
     Xs, ys = (validate_data(model, X_test, y_test) if with_test
               else (jnp.zeros((1, X.shape[1])), jnp.zeros(1)))
-    settings = (int(num_temps), int(num_chains), int(steps_per_temp), int(max_shrinks))
+    settings = (int(num_temps), int(num_chains), int(steps_per_temp), int(max_shrinks),
+                int(posterior_steps), direction)
     P = len(params_list)
-    fields = ("log_z", "log_z_se", "lpd", "mean_shrinks", "capped_fraction")
-    out = {k: np.full(P, np.nan) for k in fields}
+    out = {k: np.full(P, np.nan) for k in SCALARS + ("ess", "ess_upper")}
     out["num_temps"] = np.full(P, settings[0])
-    samples = [None] * P
+    points = [None] * P
     base = [np.asarray(X), np.asarray(y), repr(model.structure_key()), list(settings), seed,
             [np.asarray(Xs), np.asarray(ys)] if with_test else None, AIS_VERSION]
     keys = [cache.make_key(base, jax.tree_util.tree_map(np.asarray, p)) for p in params_list]
     C, n = settings[1], X.shape[0] * model.num_latents
-    layout = {**{f: ((), float) for f in fields}, "log_weights": ((C,), float),
-              "samples": ((C, n), float)}
+    layout = {**{f: ((), float) for f in SCALARS}, "log_weights": ((C,), float),
+              "log_weights_reverse": ((C,), float), "samples": ((C, n), float),
+              "posterior_samples": ((C, n), float)}
+
+    def keep(i, point):
+        for f in SCALARS:
+            out[f][i] = point[f]
+        out["ess"][i] = effective_sample_size(point["log_weights"])
+        out["ess_upper"][i] = effective_sample_size(point["log_weights_reverse"])
+        points[i] = point
+        if progress:
+            progress()
+
     todo = []
     for i, k in enumerate(keys):
         hit = cache.load("ais", k, expect=layout) if use_cache else None
         if hit is None:
             todo.append(i)
-            continue
-        for f in fields:
-            out[f][i] = hit[f]
-        samples[i] = hit
-        if progress:
-            progress()
+        else:
+            keep(i, hit)
     from .devices import local_devices, pad_to
     from .surface_blocks import Block, ThreadPool, padded, run_blocks
     own_pool = pool is None
@@ -302,13 +260,10 @@ def ais_grid(model, X, y, params_list, *, X_test=None, y_test=None, num_temps=10
         for g, block in enumerate(group):
             for j, i in enumerate(block.points.tolist()):
                 point = {k: v[g, j] for k, v in res.items()}
-                for f in fields:
-                    out[f][i] = point[f]
-                samples[i] = point
+                point["rhat"], point["bulk_ess"] = chain_summary(point.pop("trace"))
                 if use_cache:
                     cache.store("ais", keys[i], point)
-                if progress:
-                    progress()
+                keep(i, point)
 
     try:
         cancelled = run_blocks(chunks, task, store, pool=pool, batch=batch,
@@ -316,7 +271,9 @@ def ais_grid(model, X, y, params_list, *, X_test=None, y_test=None, num_temps=10
     finally:
         if own_pool:
             pool.close()
-    return _finish(out, samples, keep_samples), cancelled
+    if keep_samples:
+        out.update({f: [None if p is None else p[f] for p in points] for f in PER_CHAIN})
+    return out, cancelled
 
 
 def _ais_chunks_shared(shared, params, keys, X, y, Xs, ys, devices):
@@ -324,23 +281,105 @@ def _ais_chunks_shared(shared, params, keys, X, y, Xs, ys, devices):
     return ais_chunks(model, settings, with_test, params, keys, X, y, Xs, ys, devices)
 
 
-def _finish(out, samples, keep_samples):
-    if keep_samples:
-        out["samples"] = [None if s is None else s["samples"] for s in samples]
-        out["log_weights"] = [None if s is None else s["log_weights"] for s in samples]
-    return out
-
-
 def ais(model, X, y, params=None, *, X_test=None, y_test=None, num_temps=1000,
-        num_chains=16, steps_per_temp=1, max_shrinks=50, seed=0, use_cache=True) -> AISResult:
-    """AIS estimate of log p(y|θ) at one θ (``params``, default the model's), with its
-    standard error and weighted posterior samples of f (cached on disk)."""
+        num_chains=16, steps_per_temp=1, max_shrinks=50, posterior_steps=100,
+        direction="bidirectional", tolerance=GAP_TOLERANCE, seed=0,
+        use_cache=True) -> AISResult:
+    """BDMC at one θ (``params``, default the model's): forward AIS's stochastic lower
+    bound on log p(y|θ) and (``direction="bidirectional"``) reverse AIS's upper bound
+    from approximate posterior samples (module docstring), their standard errors, the
+    weighted forward samples of f and the β = 1 chains' samples with their split-R̂
+    and bulk ESS (cached on disk). ``tolerance``: the width of the interval below which
+    the result is ``converged``."""
+    _validate(num_temps, num_chains, steps_per_temp, max_shrinks, posterior_steps, direction,
+              tolerance)
     params = model.init_params() if params is None else params
     out, _ = ais_grid(model, X, y, [params], X_test=X_test, y_test=y_test,
                       num_temps=num_temps, num_chains=num_chains,
-                      steps_per_temp=steps_per_temp, max_shrinks=max_shrinks, seed=seed,
+                      steps_per_temp=steps_per_temp, max_shrinks=max_shrinks,
+                      posterior_steps=posterior_steps, direction=direction, seed=seed,
                       chunk_size=1, use_cache=use_cache, keep_samples=True)
-    return AISResult(float(out["log_z"][0]), float(out["log_z_se"][0]), out["log_weights"][0],
-                     out["samples"][0], float(out["lpd"][0]), float(out["mean_shrinks"][0]),
-                     float(out["capped_fraction"][0]),
-                     effective_sample_size(out["log_weights"][0]))
+    one = {k: (v[0] if k in PER_CHAIN else float(v[0])) for k, v in out.items()}
+    return AISResult(one["log_z"], one["log_z_se"], one["log_weights"], one["samples"],
+                     one["lpd"], one["mean_shrinks"], one["capped_fraction"], one["ess"],
+                     one["log_z_upper"], one["log_z_upper_se"], one["log_weights_reverse"],
+                     one["posterior_samples"], one["rhat"], one["bulk_ess"], one["ess_upper"],
+                     float(tolerance), int(num_temps), int(num_chains))
+
+
+def _check_refinement(num_temps, max_temps, refine, max_seconds):
+    if isinstance(refine, bool) or int(refine) != refine or refine < 2:
+        raise ValueError(f"refine must be an integer ≥ 2, got {refine}")
+    if isinstance(max_temps, bool) or int(max_temps) != max_temps or max_temps < num_temps:
+        raise ValueError(f"max_temps must be an integer ≥ num_temps ({num_temps}), "
+                         f"got {max_temps}")
+    if max_seconds is not None and not max_seconds > 0:
+        raise ValueError(f"max_seconds must be positive, got {max_seconds}")
+
+
+def bdmc(model, X, y, params=None, *, tolerance=GAP_TOLERANCE, num_temps=1000,
+         max_temps=16_000, refine=4, num_chains=16, max_seconds=None, **options) -> AISResult:
+    """BDMC lengthened until it converges: ``ais`` with ``num_temps`` temperatures, then
+    ``refine`` times as many, until the interval is narrower than ``tolerance``
+    (``AISResult.converged``), or ``max_temps`` is
+    reached, or the next run (predicted as ``refine`` times the last one's time) would
+    end past ``max_seconds``. AIS's bias falls roughly as 1 / temperatures (Neal 2001,
+    §4), so more temperatures narrow the sandwich (and, the weights less spread, the
+    standard errors); more chains shrink only the standard errors. Returns the last run
+    (its ``num_temps`` and ``converged`` say where the refinement stopped). Runs
+    already cached cost nothing."""
+    _check_refinement(num_temps, max_temps, refine, max_seconds)
+    start = time.perf_counter()
+    temps = int(num_temps)
+    while True:
+        began = time.perf_counter()
+        res = ais(model, X, y, params, tolerance=tolerance, num_temps=temps,
+                  num_chains=num_chains, direction="bidirectional", **options)
+        took = time.perf_counter() - began
+        if res.converged or temps >= max_temps:
+            return res
+        if max_seconds is not None and time.perf_counter() - start + refine * took > max_seconds:
+            return res
+        temps = min(temps * int(refine), int(max_temps))
+
+
+def bdmc_grid(model, X, y, params_list, *, tolerance=GAP_TOLERANCE, num_temps=1000,
+              max_temps=None, refine=4, max_seconds=None, progress=None, cancel=None,
+              **options):
+    """``ais_grid`` (bidirectional) at every θ, then again at ``refine`` times the
+    temperatures at the points whose interval is still wider than ``tolerance``, until
+    every point is resolved, or ``max_temps`` (default: ``num_temps``, no refinement)
+    is reached, or the next pass (predicted as ``refine`` times the last one's time)
+    would end past ``max_seconds``. Each point keeps its last run: ``num_temps`` says
+    its schedule and ``converged`` its verdict. ``progress`` is called per point of
+    the first pass only. Returns (dict as ``ais_grid``'s plus ``converged``,
+    cancelled)."""
+    max_temps = num_temps if max_temps is None else max_temps
+    _check_refinement(num_temps, max_temps, refine, max_seconds)
+    _validate(num_temps, 2, 1, 1, 4, "bidirectional", tolerance)
+    start, temps = time.perf_counter(), int(num_temps)
+    todo, out = np.arange(len(params_list)), None
+    while True:
+        began = time.perf_counter()
+        part, cancelled = ais_grid(model, X, y, [params_list[i] for i in todo], num_temps=temps,
+                                   direction="bidirectional", cancel=cancel,
+                                   progress=progress if out is None else None, **options)
+        took = time.perf_counter() - began
+        if out is None:
+            out = part
+        else:
+            for k, v in part.items():
+                if isinstance(out[k], list):
+                    for j, i in enumerate(todo):
+                        out[k][i] = v[j]
+                else:
+                    out[k][todo] = v
+        width = ((out["log_z_upper"] + 2 * out["log_z_upper_se"])
+                 - (out["log_z"] - 2 * out["log_z_se"]))
+        out["converged"] = np.isfinite(width) & (width < tolerance)
+        todo = np.flatnonzero(~out["converged"] & np.isfinite(out["log_z"]))
+        if cancelled or not todo.size or temps >= max_temps:
+            return out, cancelled
+        if max_seconds is not None and time.perf_counter() - start + refine * took > max_seconds:
+            return out, cancelled
+        temps = min(temps * int(refine), int(max_temps))

@@ -239,7 +239,13 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
     ``damping`` and ``max_iters`` may also be {method: value} dicts (parallel EP at
     large signal variances needs stronger damping than VI).
     ``method_options``: {method: {option: value}} (e.g. G-KL covariance structure);
-    ``mcmc_options``: keyword arguments of ``bnlab.studies.mcmc.ais`` (temperatures, chains, seed).
+    ``mcmc_options``: keyword arguments of ``bnlab.studies.mcmc.ais`` (temperatures, chains,
+    seed, direction, tolerance) and of ``bdmc_grid`` (max_temps, refine, max_seconds:
+    unresolved cells rerun with longer schedules). With 'mcmc' the Dataset also holds BDMC's bounds per
+    cell: ``mcmc_lower`` (forward AIS, = the 'mcmc' scheme), ``mcmc_upper`` (reverse
+    AIS), their ``_se``, ``mcmc_gap``, the β = 1 chains' ``mcmc_rhat`` and
+    ``mcmc_bulk_ess``; the 'mcmc' scheme's ``converged`` marks cells whose interval is
+    narrower than ``attrs["mcmc_tolerance"]``.
     ``chunk_size``: grid points per compiled block (default: one grid row);
     ``devices``: the JAX devices that solve independent blocks side by side (default:
     every local one; a count takes the first ones), recorded in ``attrs["devices"]``;
@@ -557,17 +563,36 @@ def _run_gkl(model, X, y, Xs, ys, base, names, thetas, results, cancel, report, 
 
 def _run_mcmc(model, X, y, Xs, ys, base, names, thetas, results, cancel, report, _gkl,
               options, _max_iters, _tol, _cubature):
-    from .mcmc import ais_grid
-    out, cancelled = ais_grid(model, X, y, [point_params(base, names, jnp.asarray(t)) for t in thetas],
-                              X_test=Xs, y_test=ys, cancel=lambda: _is_cancelled(cancel),
-                              progress=report, **options)
+    """BDMC at every grid point (``bnlab.studies.mcmc.ais_grid``): the 'mcmc' scheme's
+    log_marginal is forward AIS's estimate (a stochastic lower bound), and its bounds,
+    standard errors and chain diagnostics become the ``mcmc_*`` variables (``_dataset``).
+    'converged' marks the cells whose interval is narrower than ``tolerance`` (an
+    option here, ``mcmc.GAP_TOLERANCE`` by default); with ``max_temps`` (and
+    ``max_seconds``) the unresolved cells are rerun with longer schedules
+    (``mcmc.bdmc_grid``), and 'iterations' holds each cell's last schedule."""
+    from .mcmc import GAP_TOLERANCE, ais_grid, bdmc_grid
+    options = dict(options)
+    tolerance = options.pop("tolerance", GAP_TOLERANCE)
+    thetas = [point_params(base, names, jnp.asarray(t)) for t in thetas]
+    if options.get("direction", "bidirectional") == "forward":
+        out, cancelled = ais_grid(model, X, y, thetas, X_test=Xs, y_test=ys,
+                                  cancel=lambda: _is_cancelled(cancel), progress=report, **options)
+    else:
+        out, cancelled = bdmc_grid(model, X, y, thetas, X_test=Xs, y_test=ys,
+                                   tolerance=tolerance, cancel=lambda: _is_cancelled(cancel),
+                                   progress=report, **options)
     r = results["mcmc"]
     r["log_marginal"][:] = out["log_z"]
     r["log_marginal_se"][:] = out["log_z_se"]
     r["log_predictive"][:] = out["lpd"]
-    r["converged"][:] = np.isfinite(out["log_z"])
+    width = (out["log_z_upper"] + 2 * out["log_z_upper_se"]) - (out["log_z"] - 2 * out["log_z_se"])
+    r["converged"][:] = np.isfinite(width) & (width < tolerance)
     r["psd"][:] = np.isfinite(out["log_z"])
     r["iterations"][:] = out["num_temps"]
+    r["bounds"] = {"mcmc_lower": out["log_z"], "mcmc_upper": out["log_z_upper"],
+                   "mcmc_lower_se": out["log_z_se"], "mcmc_upper_se": out["log_z_upper_se"],
+                   "mcmc_rhat": out["rhat"], "mcmc_bulk_ess": out["bulk_ess"]}
+    r["tolerance"] = float(tolerance)
     return cancelled
 
 
@@ -584,8 +609,17 @@ def _dataset(results, methods, axes, shape, N, with_test, cancelled, warm_start,
             "psd": (dims, stack("psd")), "iterations": (dims, stack("iterations"))}
     if "mcmc" in methods:
         data["log_marginal_se"] = (dims, stack("log_marginal_se"))
+        # BDMC's bounds per cell (``_run_mcmc``); NaN where AIS did not run (cancelled)
+        bounds = results["mcmc"].get("bounds", {})
+        for name in ("mcmc_lower", "mcmc_upper", "mcmc_lower_se", "mcmc_upper_se",
+                     "mcmc_rhat", "mcmc_bulk_ess"):
+            data[name] = (dims[1:], bounds.get(name, np.full(shape, np.nan)).reshape(shape))
+        data["mcmc_gap"] = (dims[1:], data["mcmc_upper"][1] - data["mcmc_lower"][1])
     if with_test:
         data["log_predictive"] = (dims, stack("log_predictive"))
     attrs = {"n_train": int(N), "cancelled": int(cancelled), "warm_start": int(warm_start),
              "model": repr(model)}
+    if "mcmc" in methods:
+        from .mcmc import GAP_TOLERANCE
+        attrs["mcmc_tolerance"] = results["mcmc"].get("tolerance", GAP_TOLERANCE)
     return xr.Dataset(data, coords=coords, attrs=attrs)

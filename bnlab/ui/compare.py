@@ -23,7 +23,9 @@ from .settings import LabSettings
 SITE_METHODS = [m for m in catalog.METHODS if m != "gkl"]
 TRUTH_NOTE = ("Once the Live page's **MCMC reference** is computed for these data and "
               "hyperparameters, the plots below draw it as the truth: the exact posterior's "
-              "band (dashed, “MCMC ± 2σ”) and log p(y) (a solid line).")
+              "band (dashed, “MCMC ± 2σ”) and log p(y) (a solid line, forward AIS's "
+              "estimate, in the shaded interval that forward and reverse AIS give; "
+              "“not resolved” when it is wider than 0.05 nats).")
 
 
 def uses_alpha(method: str, settings: LabSettings) -> bool:
@@ -120,22 +122,32 @@ def comparison_plots(snaps: dict, x_label="x", truth: dict | None = None,
 
 
 def _log_z_line(truth: dict, x: float, ink: str) -> list:
-    """MCMC's log p(y), the value every method's energy approximates (VI's from below),
-    as a line in the theme's ink with ±2 standard errors shaded and a label at ``x``."""
-    z, se = truth["log_z"], truth["log_z_se"]
-    return [hv.HSpan(z - 2 * se, z + 2 * se).opts(color=ink, alpha=0.08),
+    """MCMC's log p(y), the value every method's energy approximates (VI's from below):
+    its interval (``MCMCReference.interval``: forward and reverse AIS, two standard
+    errors out) shaded as a band, forward AIS's estimate as a line in the theme's ink,
+    and a label at ``x`` saying whether the interval is resolved."""
+    z, (lo, hi) = truth["log_z"], _interval(truth)
+    label = " MCMC log p(y)" + ("" if truth.get("converged") else " (not resolved)")
+    return [hv.HSpan(lo, hi).opts(color=ink, alpha=0.12),
             hv.HLine(z).opts(color=ink, line_width=1.5),
-            hv.Text(x, z, " MCMC log p(y)", halign="left", valign="bottom", fontsize=9)
+            hv.Text(x, z, label, halign="left", valign="bottom", fontsize=9)
             .opts(color=ink)]
 
 
+def _interval(truth: dict) -> tuple:
+    """The reference's interval, or ±2 standard errors of a forward-only estimate."""
+    lo, hi = truth.get("interval", (np.nan, np.nan))
+    z, se = truth["log_z"], truth["log_z_se"]
+    return (lo if np.isfinite(lo) else z - 2 * se, hi if np.isfinite(hi) else z + 2 * se)
+
+
 def _energy_limits(energies: list, truth: dict | None) -> tuple:
-    """The energy axis's range: every valid energy, and MCMC's log p(y) ± 2 standard
-    errors (HoloViews leaves horizontal lines and their labels out of the range, so
-    log p(y), above every energy, would be off the plot)."""
+    """The energy axis's range: every valid energy, and MCMC's log p(y) and its
+    interval (HoloViews leaves horizontal lines and their labels out of the range, so log p(y),
+    above every energy, would be off the plot)."""
     values = list(energies)
     if truth is not None:
-        values += [truth["log_z"] - 2 * truth["log_z_se"], truth["log_z"] + 2 * truth["log_z_se"]]
+        values += [truth["log_z"], *_interval(truth)]
     if not values:
         return (None, None)
     lo, hi = min(values), max(values)

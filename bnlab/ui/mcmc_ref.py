@@ -1,7 +1,9 @@
 """The MCMC reference for the live view: posterior band and samples of latent pairs
-from ``bnlab.mcmc`` (the gold standard), with the
-numbers that say how far to trust it: the AIS effective sample size and the standard
-error of log p(y)."""
+from ``bnlab.mcmc`` (the gold standard), with the numbers that say how far to trust
+it: log p(y) as the interval bidirectional Monte Carlo gives (forward AIS's lower and
+reverse AIS's upper estimate, two standard errors out) and whether it is narrower than
+``bnlab.mcmc.GAP_TOLERANCE``, the split-R̂ and bulk ESS of the β = 1 chains, and the
+AIS weights' effective sample size."""
 from __future__ import annotations
 
 import threading
@@ -71,25 +73,31 @@ class MCMCReference:
             if not self.holds(problem):
                 return None
             return {"band": self.band(), "log_z": self.log_z, "log_z_se": self.log_z_se,
+                    "interval": self.interval, "converged": self.converged,
                     "samples": self.samples, "weights": self.weights, "ess": self.ess,
                     "num_chains": self.num_chains, "num_temps": self.num_temps}
 
     def next_schedule(self, problem) -> int:
         """The number of temperatures of the next run: the default, or a refinement of
-        a rough run on the same problem."""
-        if not self.holds(problem) or self.ess >= MIN_ESS:
+        a run on the same problem that is rough (weights' ESS below ``MIN_ESS``) or not
+        resolved (its interval wider than the tolerance)."""
+        if not self.holds(problem):
             return NUM_TEMPS
+        if self.ess >= MIN_ESS and self.converged:
+            return self.num_temps
         return min(self.num_temps * REFINE, MAX_TEMPS)
 
     def compute(self, problem, num_temps=None, num_chains=NUM_CHAINS,
-                steps_per_temp=STEPS_PER_TEMP, seed=0):
-        """Annealed importance sampling with elliptical-slice transitions
-        (``bnlab.mcmc.ais``): weighted posterior samples of the latents."""
+                steps_per_temp=STEPS_PER_TEMP, seed=0, tolerance=None):
+        """Bidirectional Monte Carlo with elliptical-slice transitions
+        (``bnlab.mcmc.ais``): weighted posterior samples of the latents and log p(y)'s
+        interval."""
         from bnlab import mcmc
         num_temps = self.next_schedule(problem) if num_temps is None else int(num_temps)
         res = mcmc.ais(problem.model, problem.X, problem.y, params=problem.params,
                        num_temps=num_temps, num_chains=num_chains,
-                       steps_per_temp=steps_per_temp, seed=seed)
+                       steps_per_temp=steps_per_temp, seed=seed,
+                       tolerance=mcmc.GAP_TOLERANCE if tolerance is None else tolerance)
         D = problem.model.num_latents
         f = np.asarray(res.samples)[:, ::D]                  # latent f₁ at each input
         logw = np.asarray(res.log_weights, float)
@@ -99,27 +107,44 @@ class MCMCReference:
             self.weights = w / w.sum()
             self.samples, self.x = f, problem.x_plot
             self.log_z, self.log_z_se, self.ess = res.log_z, res.log_z_se, res.ess
+            self.log_z_upper, self.log_z_upper_se = res.log_z_upper, res.log_z_upper_se
+            self.interval, self.converged = res.interval, res.converged
+            self.tolerance, self.rhat, self.bulk_ess = res.tolerance, res.rhat, res.bulk_ess
             self.num_temps, self.num_chains = num_temps, num_chains
             self.key = key
 
     def summary_html(self) -> str:
-        """One line for beside the band: log p(y) ± se, ESS of chains, and a warning
-        when the ESS is below ``MIN_ESS`` (numbers only: nothing user-typed)."""
+        """Beside the band: log p(y)'s interval and its verdict, the two AIS estimates
+        ± their standard errors, the weights' ESS of chains and the β = 1 chains' R̂ and
+        bulk ESS; a warning when the ESS is below ``MIN_ESS`` (numbers only: nothing
+        user-typed)."""
         if self.samples is None:
             return ""
-        line = (f"MCMC reference (AIS, {self.num_chains} chains × {self.num_temps} "
-                f"temperatures): log p(y) ≈ <b>{self.log_z:.3f}</b> ± {self.log_z_se:.3f} "
-                f"(standard error) · effective sample size <b class='bn-ess'>"
-                f"{self.ess:.0f}</b> of {self.num_chains}")
+        lo, hi = self.interval
+        longer = min(self.num_temps * REFINE, MAX_TEMPS)
+        again = (f"press “MCMC reference” again for {longer} temperatures"
+                 if self.num_temps < MAX_TEMPS else
+                 f"{MAX_TEMPS} temperatures is the most the lab runs; this posterior is "
+                 "too far from the prior for AIS here")
+        line = (f"MCMC reference (bidirectional AIS, {self.num_chains} chains × "
+                f"{self.num_temps} temperatures): log p(y) ∈ <b class='bn-interval'>"
+                f"[{lo:.3f}, {hi:.3f}]</b> (forward AIS: log p(y) ≈ <b>{self.log_z:.3f}</b>"
+                f" ± {self.log_z_se:.3f}; reverse AIS ≈ {self.log_z_upper:.3f} ± "
+                f"{self.log_z_upper_se:.3f}; standard errors) · effective sample size "
+                f"<b class='bn-ess'>{self.ess:.0f}</b> of {self.num_chains} (weights) · "
+                f"posterior chains: split-R̂ {self.rhat:.3f}, bulk ESS {self.bulk_ess:.0f}<br>")
+        if self.converged:
+            line += (f"<span class='bn-resolved'>Resolved: the interval is {hi - lo:.3f} "
+                     f"nats wide (tolerance {self.tolerance:g}), so gaps to the "
+                     "approximations larger than that are real.</span>")
+        else:
+            line += (f"<span class='bn-warn'>Not resolved: the interval is {hi - lo:.3f} "
+                     f"nats wide (tolerance {self.tolerance:g}), so smaller gaps to the "
+                     f"approximations are not settled; {again}.</span>")
         if self.ess < MIN_ESS:
-            longer = min(self.num_temps * REFINE, MAX_TEMPS)
-            more = (f"press “MCMC reference” again for {longer} temperatures"
-                    if self.num_temps < MAX_TEMPS else
-                    f"{MAX_TEMPS} temperatures is the most the lab runs; this posterior is "
-                    "too far from the prior for AIS here")
             line += (f"<br><span class='bn-warn'>⚠ ESS below {MIN_ESS}: a few chains carry "
                      "most of the weight, so the band and the standard error are rough "
-                     f"(the error is likely underestimated); {more}.</span>")
+                     f"(the error is likely underestimated); {again}.</span>")
         return line
 
     def band(self):

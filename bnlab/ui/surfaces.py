@@ -17,6 +17,7 @@ import param
 
 from . import catalog, markup
 from .layout import controls_row
+from .mcmc_notes import mcmc_note
 from .mcmc_ref import schedule_ladder
 from .problem import build_problem
 from .provenance import ComputedWith
@@ -135,44 +136,6 @@ def best_row(ds, variable="log_marginal_per_n") -> int:
         if np.isfinite(vals[k]).any():
             return int(np.unravel_index(np.nanargmax(vals[k]), vals[k].shape)[0])
     return vals.shape[1] // 2
-
-
-def mcmc_note(ds, remedy: str = "") -> str:
-    """What the MCMC surface can settle, as one line of HTML (numbers only): its
-    standard error per point (AIS, per cell), and the cells where its estimate lies
-    below VI's lower bound, which the exact log p(y) never does. AIS's log p(y) is low
-    on average (the log of an unbiased estimate of p(y)), so a few such cells within
-    about two standard errors are its noise; more than three says its schedule was too
-    short there (``remedy`` then says what to do). Gaps between methods smaller than the
-    error are not resolved."""
-    methods = [str(m) for m in ds["scheme"].values]
-    if "mcmc" not in methods or "log_marginal_se" not in ds:
-        return ""
-    n = ds.attrs.get("n_train", 1)
-    mc = ds["log_marginal"].sel(scheme="mcmc").values
-    se = ds["log_marginal_se"].sel(scheme="mcmc").values
-    ok = np.isfinite(mc) & np.isfinite(se) & (se > 0)
-    if not ok.any():
-        return ""
-    line = (f"MCMC (AIS) standard error per point: median {np.median(se[ok]) / n:.4f}, "
-            f"largest {se[ok].max() / n:.4f}; differences smaller than that are not "
-            "resolved.")
-    if "vi" not in methods:
-        return markup.caption(line)
-    vi = ds["log_marginal"].sel(scheme="vi").values
-    below = ok & np.isfinite(vi) & ds["converged"].sel(scheme="vi").values & (mc < vi)
-    if not below.any():
-        return markup.caption(line)
-    z = ((vi - mc) / se)[below]
-    line += (f" At {int(below.sum())} of {int(ok.sum())} cells MCMC's estimate lies below "
-             f"VI's lower bound (AIS's estimate is low on average), by at most "
-             f"{z.max():.1f} standard errors")
-    far = int((z > 3).sum())
-    if far:
-        return markup.warning(f"{line}; at {far} by more than 3, where its error is "
-                              "underestimated and its schedule too short"
-                              + (f": {remedy}." if remedy else "."))
-    return markup.caption(line + ".")
 
 
 def contour_layout(ds, variable="log_marginal_per_n", levels=12, trajectories=None,

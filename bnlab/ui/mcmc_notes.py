@@ -1,0 +1,82 @@
+"""What a surface's MCMC layer settles, as lines of HTML for the Surfaces page
+(numbers only): where bidirectional Monte Carlo's interval for log p(y) is too wide to
+resolve the methods' differences, and what its standard errors resolve."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import markup
+
+
+def mcmc_note(ds, remedy: str = "") -> str:
+    """What the MCMC surface can settle (HTML, numbers only): the cells where BDMC's
+    interval is too wide (``interval_note``), then its standard errors and the cells
+    below VI's bound (``standard_error_note``)."""
+    return "<br>".join(t for t in (interval_note(ds, remedy), standard_error_note(ds, remedy)) if t)
+
+
+def interval_note(ds, remedy: str = "") -> str:
+    """The cells where MCMC's interval for log p(y) ([forward − 2 se, reverse + 2 se],
+    ``bnlab.mcmc.AISResult.interval``) is wider than the surface's tolerance, so that
+    smaller gaps between the methods are not resolved there, and the cells where its
+    upper estimate lies below VI's ELBO (the exact log p(y) never does). Empty for a
+    surface without bounds."""
+    if "mcmc_upper" not in ds or "mcmc" not in [str(m) for m in ds["scheme"].values]:
+        return ""
+    hi = ds["mcmc_upper"].values
+    ok = np.isfinite(hi) & np.isfinite(ds["mcmc_lower"].values)
+    if not ok.any():
+        return ""
+    wide = int((ok & ~ds["converged"].sel(scheme="mcmc").values.astype(bool)).sum())
+    tol = ds.attrs.get("mcmc_tolerance", float("nan"))
+    if not wide:
+        return markup.caption(f"MCMC's interval for log p(y) is narrower than {tol:g} nats "
+                              f"at all {int(ok.sum())} cells: resolved.")
+    line = (f"MCMC's interval for log p(y) (forward and reverse AIS, ± 2 standard errors) "
+            f"is wider than {tol:g} nats at {wide} of {int(ok.sum())} cells: not resolved "
+            "there, so smaller gaps between the methods are not settled")
+    methods = [str(m) for m in ds["scheme"].values]
+    if "vi" in methods:
+        vi = ds["log_marginal"].sel(scheme="vi").values
+        below = ok & np.isfinite(vi) & ds["converged"].sel(scheme="vi").values & (hi < vi)
+        if below.any():
+            line += f"; its upper estimate lies below VI's ELBO at {int(below.sum())} cells"
+    return markup.warning(line + (f": {remedy}." if remedy else "."))
+
+
+def standard_error_note(ds, remedy: str = "") -> str:
+    """What the MCMC surface's errors settle, as one line of HTML (numbers only): its
+    standard error per point (AIS, per cell), and the cells where its estimate lies
+    below VI's lower bound, which the exact log p(y) never does. AIS's log p(y) is low
+    on average (the log of an unbiased estimate of p(y)), so a few such cells within
+    about two standard errors are its noise; more than three says its schedule was too
+    short there (``remedy`` then says what to do). Gaps between methods smaller than the
+    error are not resolved."""
+    methods = [str(m) for m in ds["scheme"].values]
+    if "mcmc" not in methods or "log_marginal_se" not in ds:
+        return ""
+    n = ds.attrs.get("n_train", 1)
+    mc = ds["log_marginal"].sel(scheme="mcmc").values
+    se = ds["log_marginal_se"].sel(scheme="mcmc").values
+    ok = np.isfinite(mc) & np.isfinite(se) & (se > 0)
+    if not ok.any():
+        return ""
+    line = (f"MCMC (AIS) standard error per point: median {np.median(se[ok]) / n:.4f}, "
+            f"largest {se[ok].max() / n:.4f}; differences smaller than that are not "
+            "resolved.")
+    if "vi" not in methods:
+        return markup.caption(line)
+    vi = ds["log_marginal"].sel(scheme="vi").values
+    below = ok & np.isfinite(vi) & ds["converged"].sel(scheme="vi").values & (mc < vi)
+    if not below.any():
+        return markup.caption(line)
+    z = ((vi - mc) / se)[below]
+    line += (f" At {int(below.sum())} of {int(ok.sum())} cells MCMC's estimate lies below "
+             f"VI's lower bound (AIS's estimate is low on average), by at most "
+             f"{z.max():.1f} standard errors")
+    far = int((z > 3).sum())
+    if far:
+        return markup.warning(f"{line}; at {far} by more than 3, where its error is "
+                              "underestimated and its schedule too short"
+                              + (f": {remedy}." if remedy else "."))
+    return markup.caption(line + ".")

@@ -2,12 +2,12 @@
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from scipy.special import log_ndtr, logsumexp
 from scipy.stats import multivariate_normal
 
 import bnlab
 from bnlab._runtime import disk_cache as cache
 from bnlab.studies.mcmc import ais
+from reference import probit_importance_log_z
 
 
 @pytest.fixture(autouse=True)
@@ -54,16 +54,7 @@ def _importance_sampling_log_z(model, params, X, y, num=10**6, seed=1):
     nu = np.asarray(res.sites.nat1[:, 0])
     C = np.linalg.inv(np.linalg.inv(K) + np.diag(tau))
     m = C @ nu
-    q = multivariate_normal(m, 2.0 * C)
-    prior = multivariate_normal(np.zeros(len(y)), K)
-    rng = np.random.default_rng(seed)
-    logw = []
-    for _ in range(num // 10**5):
-        f = q.rvs(10**5, random_state=rng)
-        logw.append(prior.logpdf(f) + log_ndtr(y * f).sum(1) - q.logpdf(f))
-    logw = np.concatenate(logw)
-    w = np.exp(logw - logw.max())
-    return logsumexp(logw) - np.log(logw.size), w.std() / (np.sqrt(w.size) * w.mean())
+    return probit_importance_log_z(K, np.asarray(y), multivariate_normal(m, 2.0 * C), num, seed)
 
 
 def test_ais_matches_importance_sampling_on_small_probit_problem():

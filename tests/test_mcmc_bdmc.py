@@ -13,6 +13,7 @@ from scipy.stats import multivariate_normal
 
 import bnlab
 from bnlab.studies import ais_kernel
+from reference import probit_importance_log_z
 from bnlab.studies.mcmc import ais, bdmc, bdmc_grid
 
 
@@ -206,18 +207,8 @@ def _t_importance_sampling_log_z(K, y, mean, cov, num=2 * 10**6, df=5, seed=0):
     """log p(y) for probit by importance sampling written here (no bnlab sampler): a
     multivariate-t proposal (``df``) with the given mean and 1.5 × the covariance,
     log w = log N(f | 0, K) + Σ log Φ(yᵢ fᵢ) − log t(f); returns (log Ẑ, se)."""
-    from scipy.special import log_ndtr, logsumexp
     from scipy.stats import multivariate_t
-    q = multivariate_t(mean, 1.5 * cov, df=df)
-    prior = multivariate_normal(np.zeros(len(y)), K, allow_singular=True)
-    rng = np.random.default_rng(seed)
-    logw = []
-    for _ in range(num // 10**5):
-        f = q.rvs(10**5, random_state=rng)
-        logw.append(prior.logpdf(f) + log_ndtr(y * f).sum(1) - q.logpdf(f))
-    logw = np.concatenate(logw)
-    w = np.exp(logw - logw.max())
-    return logsumexp(logw) - np.log(logw.size), w.std() / (np.sqrt(w.size) * w.mean())
+    return probit_importance_log_z(K, y, multivariate_t(mean, 1.5 * cov, df=df), num, seed)
 
 
 @pytest.mark.slow

@@ -43,6 +43,17 @@ def _card_shown(page) -> bool:
                          ".closest('.card-margin')).display") != "none"
 
 
+def _open(browser, url, size=(1500, 1300)):
+    """A new browser context's page at ``url`` in a window of ``size``, and the list
+    its JavaScript errors go to."""
+    ctx = browser.new_context(viewport={"width": size[0], "height": size[1]})
+    page = ctx.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(url, timeout=STEP_TIMEOUT_MS)
+    return ctx, page, errors
+
+
 def _walk(page, tour):
     """Next through every step of ``tour`` (the page shows its first): each step's number,
     text, settings (the sidebar's method, the address) and page."""
@@ -75,11 +86,7 @@ def _walk(page, tour):
 
 def test_alpha_tour_walks_through_its_steps(lab_browser, lab_url, shots):
     tour = tours.ALPHA
-    ctx = lab_browser.new_context(viewport={"width": 1500, "height": 1300})
-    page = ctx.new_page()
-    errors = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(lab_url + "?tour=alpha", timeout=STEP_TIMEOUT_MS)
+    ctx, page, errors = _open(lab_browser, lab_url + "?tour=alpha")
     _walk(page, tour)
     n = len(tour.steps)
     page.screenshot(path=str(shots / "ui-tour-alpha.png"), full_page=True)
@@ -117,11 +124,7 @@ def test_alpha_tour_walks_through_its_steps(lab_browser, lab_url, shots):
 def test_every_other_tour_walks_through_its_steps(lab_browser, lab_url, key):
     """The other tours, step by step in a browser, their actions performed (MCMC, runs,
     the α sweep, the surface), with no error in the page."""
-    ctx = lab_browser.new_context(viewport={"width": 1500, "height": 1300})
-    page = ctx.new_page()
-    errors = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(lab_url + f"?tour={key}", timeout=STEP_TIMEOUT_MS)
+    ctx, page, errors = _open(lab_browser, lab_url + f"?tour={key}")
     _walk(page, tours.TOURS[key])
     assert errors == []
     ctx.close()
@@ -141,11 +144,7 @@ def test_clicks_at_random_moments_never_break_a_tour(lab_browser, lab_url, lab_s
     from test_ui_browser import _text, _wait_stopped
     tour = tours.ALPHA
     last = len(tour.steps) - 2              # the last step with a run (Live page)
-    ctx = lab_browser.new_context(viewport={"width": 1500, "height": 1300})
-    page = ctx.new_page()
-    errors = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(lab_url + "?tour=alpha", timeout=STEP_TIMEOUT_MS)
+    ctx, page, errors = _open(lab_browser, lab_url + "?tour=alpha")
     _step_shown(page, 1)
     rng = random.Random(11)
     wanted = 0
@@ -181,11 +180,7 @@ def test_presentation_mode_fits_a_projector_and_the_keyboard_drives_it(lab_brows
     card), → goes to the next step, Space runs and pauses the run, and the address keeps
     the mode for a copied link."""
     from test_ui_browser import _text, _wait_stopped
-    ctx = lab_browser.new_context(viewport={"width": 1024, "height": 768})
-    page = ctx.new_page()
-    errors = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(lab_url + "?tour=alpha&present=1", timeout=STEP_TIMEOUT_MS)
+    ctx, page, errors = _open(lab_browser, lab_url + "?tour=alpha&present=1", (1024, 768))
     _step_shown(page, 1)
     assert not page.locator(".ctl-method").first.is_visible()          # sidebar folded
     text = page.locator(".bn-tour-text").bounding_box()

@@ -94,6 +94,9 @@ def warmup(names=None, *, out=None) -> dict:
     if not jax.config.jax_compilation_cache_dir:
         raise ValueError("the persistent compilation cache is off (BNLAB_XLA_CACHE=0?): "
                            "warming up would compile programs no later process can load")
+    # every program, even where a directory chosen for JAX kept JAX's thresholds
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     report = {}
     with tqdm(total=len(names), desc="bnlab warmup", unit="job", file=out) as bar:
         for name in names:

@@ -1,6 +1,7 @@
 """``bnlab warmup`` fills the persistent compilation cache: after it, a new process
 running the covered work (the lab's opening page, the README's example) compiles
-nothing; its job list is checked, and a cache that is off is refused."""
+nothing, also in a cache directory chosen for JAX (whose thresholds would keep only
+slow programs); its job list is checked, and a cache that is off is refused."""
 import json
 import os
 import subprocess
@@ -54,3 +55,24 @@ def test_warmup_names_an_unknown_job_and_refuses_a_cache_that_is_off(tmp_path):
     off = _run(["-m", "bnlab.cli", "warmup", "--only", "readme"],
                _env(tmp_path, BNLAB_XLA_CACHE="0"))
     assert off.returncode == 2 and "compilation cache is off" in off.stderr
+
+
+LAB = """
+import json
+from bnlab._runtime.compile_log import CompileLog
+from bnlab.ui.app import Lab
+with CompileLog() as log:
+    Lab().start()
+print(json.dumps({"compiled": log.compiled, "loaded": len(log.loaded)}))
+"""
+
+
+def test_warmup_writes_every_program_into_a_directory_chosen_for_jax(tmp_path):
+    env = _env(tmp_path / "bnlab", JAX_COMPILATION_CACHE_DIR=str(tmp_path / "jax"))
+    warm = _run(["-m", "bnlab.cli", "warmup", "--only", "lab"], env)
+    assert warm.returncode == 0, warm.stderr[-3000:]
+    assert not (tmp_path / "bnlab" / "xla").exists()     # JAX's directory was kept
+    after = _run(["-c", LAB], env)
+    assert after.returncode == 0, after.stderr[-3000:]
+    got = json.loads(after.stdout.strip().splitlines()[-1])
+    assert got["compiled"] == [] and got["loaded"] > 0, got

@@ -21,8 +21,8 @@ import jax
 __all__ = ["enable_xla_cache", "xla_cache_dir", "MIN_COMPILE_SECONDS", "MAX_BYTES"]
 
 #: every program is written, however fast it compiled: a process runs dozens of small
-#: ones (shape staging, squeezes, predictions) whose compilations add up to seconds,
-#: while loading one costs about a millisecond
+#: ones (predictions, the lab's plot data) whose compilations add up to seconds, while
+#: loading a small one costs milliseconds
 MIN_COMPILE_SECONDS = 0.0
 #: the cache evicts its least recently used entries beyond this size
 MAX_BYTES = 4 * 1024 ** 3

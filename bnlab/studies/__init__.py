@@ -24,6 +24,7 @@ __all__ = ["surface", "tilted_marginal", "mcmc", "learning", "alternated_ep"]
 
 
 def __getattr__(name):
+    """A module of ``LAZY_MODULES``, or ``surface``, imported when first asked for."""
     if name in LAZY_MODULES:
         return importlib.import_module(f".{name}", __name__)
     if name == "surface":

@@ -1,14 +1,26 @@
-"""Restarts with JAX's persistent compilation cache: wall time of a first and a second
-process doing the same work against one fresh cache directory, and their ratio.
+"""A researcher's script run once, and again: a first process (empty compile cache), a
+second process (the cache the first one filled) and a warm call (the same work again
+in the second process), against scikit-learn's GaussianProcessClassifier in a new
+process on the same grid; ratios printed.
 
-    python benchmarks/restarts.py [--no-browser]
+    python benchmarks/restarts.py [--rounds 2] [--browser]
 
-- surface: ``import bnlab`` and a 7 × 7 three-method surface (Laplace, VI, EP) on
-  ``synthetic_probit`` (n = 281), from the process's start;
-- lab: ``panel serve apps/lab.py`` in a fresh server process, then navigation → first
-  drawn posterior plot in Debian's chromium (``app_latency.page_load``'s first load).
-Target: second / first ≤ 0.3.
+- ``laplace``: Laplace-only 7 × 7 surface (logit, Newton ρ = 1, as scikit-learn),
+  log ℓ ∈ [−1, 5], log σ² ∈ [−2, 10];
+- ``3-method``: the same grid with Laplace, VI and EP (probit);
+- scikit-learn: ``GaussianProcessClassifier(optimizer=None)`` fitted once and its
+  ``log_marginal_likelihood`` at the 49 points, from the process's start (its
+  "first call"); the second pass over the grid is its warm time.
+
+Data: IONOSPHERE's training split (n = 281, d = 34) where a development copy is at
+``BNLAB_IONOSPHERE`` (default /work/shared/data/surface-splits/ionosphere.mat), else
+``bnlab.datasets.synthetic_probit`` (n = 281, d = 10). Every process gets one BLAS
+thread and its own fresh cache directory per round; a first pass is timed from the
+process's spawn (import and data included), a warm pass on its own. ``--browser`` also times the lab: a fresh ``panel serve`` to the first
+drawn plot, first and second server (``app_latency.page_load``).
 """
+import argparse
+import json
 import os
 import subprocess
 import sys
@@ -17,25 +29,77 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+IONOSPHERE = os.environ.get("BNLAB_IONOSPHERE",
+                            "/work/shared/data/surface-splits/ionosphere.mat")
 
-SURFACE = """
-import time; t = time.perf_counter()
-import numpy as np, bnlab
-from bnlab.datasets import synthetic_probit
-X, y = synthetic_probit()
-model = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.Bernoulli("probit"))
-bnlab.surface(model, X, y, methods=["laplace", "vi", "ep"],
-              grid={"lengthscale": np.exp(np.linspace(-1, 5, 7)),
-                    "variance": np.exp(np.linspace(-2, 10, 7))})
-print(time.perf_counter() - t)
+DATA = """
+import os
+import numpy as np
+def data():
+    path = %r
+    if os.path.exists(path):
+        from scipy.io import loadmat
+        m = loadmat(path)
+        return "IONOSPHERE", np.asarray(m["train_X"], float), np.asarray(m["train_Y"], float).ravel()
+    from bnlab.datasets import synthetic_probit
+    return "synthetic_probit", *synthetic_probit()
+GRID = {"lengthscale": np.exp(np.linspace(-1, 5, 7)), "variance": np.exp(np.linspace(-2, 10, 7))}
+""" % IONOSPHERE
+
+BNLAB = DATA + """
+import json, sys, time
+import bnlab
+name, X, y = data()
+work = sys.argv[1]
+if work == "laplace":
+    model = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.Bernoulli("logit"))
+    run = lambda: bnlab.surface(model, X, y, methods=["laplace"], grid=GRID, damping=1.0)
+else:
+    model = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.Bernoulli("probit"))
+    run = lambda: bnlab.surface(model, X, y, methods=["laplace", "vi", "ep"], grid=GRID)
+run()
+first = time.time() - float(sys.argv[2])
+t = time.perf_counter(); run(); warm = time.perf_counter() - t
+print(json.dumps({"data": name, "n": len(y), "first": first, "warm": warm}))
+"""
+
+SKLEARN = DATA + """
+import json, sys, time
+from sklearn.gaussian_process import GaussianProcessClassifier
+from sklearn.gaussian_process.kernels import ConstantKernel, Matern
+name, X, y = data()
+thetas = [np.log([v, l]) for l in GRID["lengthscale"] for v in GRID["variance"]]
+gpc = GaussianProcessClassifier(ConstantKernel(1.0) * Matern(1.0, nu=2.5), optimizer=None)
+gpc.fit(X, (y > 0).astype(int))
+[gpc.log_marginal_likelihood(t) for t in thetas]
+first = time.time() - float(sys.argv[1])
+t = time.perf_counter(); [gpc.log_marginal_likelihood(t) for t in thetas]
+print(json.dumps({"data": name, "n": len(y), "first": first, "warm": time.perf_counter() - t}))
 """
 
 
-def surface_seconds(env):
-    t = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", SURFACE], cwd=ROOT, env=env, check=True,
-                         capture_output=True, text=True)
-    return time.perf_counter() - t, float(out.stdout.split()[-1])
+def process(script, args, env) -> dict:
+    """The script's JSON: ``first``, seconds from spawn to the end of its first pass
+    (the spawn time is its last argument), and ``warm``, its second pass."""
+    out = subprocess.run([sys.executable, "-c", script, *args, repr(time.time())], cwd=ROOT,
+                         env=env, capture_output=True, text=True)
+    if out.returncode:
+        raise RuntimeError(f"{args}: {out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def round_once(env):
+    """One round: scikit-learn, then each surface in a first and a second process."""
+    sk = process(SKLEARN, [], env)
+    rows = {"sklearn": sk, "data": (sk["data"], sk["n"])}
+    for work in ("laplace", "3-method"):
+        with tempfile.TemporaryDirectory() as cache:
+            own = dict(env, BNLAB_CACHE_DIR=cache)
+            first = process(BNLAB, [work], own)
+            second = process(BNLAB, [work], own)
+        rows[work] = {"first": first["first"], "second": second["first"],
+                      "warm": second["warm"]}
+    return rows
 
 
 def lab_seconds(env):
@@ -51,19 +115,34 @@ def lab_seconds(env):
 
 
 def main():
-    with tempfile.TemporaryDirectory() as cache:
-        env = dict(os.environ, BNLAB_CACHE_DIR=cache, PYTHONPATH=str(ROOT))
-        env.pop("JAX_COMPILATION_CACHE_DIR", None)
-        env.pop("BNLAB_XLA_CACHE", None)
-        first, second = surface_seconds(env), surface_seconds(env)
-        print(f"7 × 7 surface, 3 methods, n = 281 (process wall / from import): "
-              f"first {first[0]:.1f} / {first[1]:.1f} s, second {second[0]:.1f} / {second[1]:.1f} s, "
-              f"ratio {second[0] / first[0]:.2f} / {second[1] / first[1]:.2f}")
-        if "--no-browser" not in sys.argv:
-            lab = [lab_seconds(env), lab_seconds(env)]
-            print(f"lab, fresh server → first plot: first {lab[0]:.1f} s, second {lab[1]:.1f} s, "
-                  f"ratio {lab[1] / lab[0]:.2f}")
-    print(f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--browser", action="store_true", help="also time the lab's first plot")
+    args = ap.parse_args()
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OPENBLAS_NUM_THREADS="1",
+               OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    for key in ("JAX_COMPILATION_CACHE_DIR", "BNLAB_XLA_CACHE"):
+        env.pop(key, None)
+    for r in range(args.rounds):
+        rows = round_once(env)
+        sk = rows["sklearn"]
+        name, n = rows["data"]
+        print(f"round {r + 1}: {name}, n = {n}, 7 × 7 grid, load {os.getloadavg()[0]:.1f} "
+              f"on {os.cpu_count()} cores; scikit-learn new process {sk['first']:.2f} s, "
+              f"warm {sk['warm']:.2f} s")
+        for work in ("laplace", "3-method"):
+            w = rows[work]
+            print(f"  {work:<9} first process {w['first']:6.2f} s, second {w['second']:6.2f} s, "
+                  f"warm {w['warm']:5.2f} s | sklearn ÷ bnlab: first "
+                  f"{sk['first'] / w['first']:.2f}, second {sk['first'] / w['second']:.2f}, "
+                  f"warm {sk['warm'] / w['warm']:.2f} | second ÷ warm "
+                  f"{w['second'] / w['warm']:.1f}")
+    if args.browser:
+        with tempfile.TemporaryDirectory() as cache:
+            own = dict(env, BNLAB_CACHE_DIR=cache)
+            lab = [lab_seconds(own), lab_seconds(own)]
+        print(f"lab, fresh server → first plot: first {lab[0]:.1f} s, second {lab[1]:.1f} s, "
+              f"ratio {lab[1] / lab[0]:.2f}")
 
 
 if __name__ == "__main__":

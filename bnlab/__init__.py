@@ -26,7 +26,15 @@ from .model import MarkovGP  # noqa: E402
 from . import studies  # noqa: E402
 from .studies import learning, mcmc  # noqa: E402
 from . import gkl  # noqa: E402
-from .studies.surfaces import surface  # noqa: E402
+
+
+def __getattr__(name):
+    """``surface`` is imported on first use (it brings xarray and pandas; see
+    ``bnlab.studies.LAZY_MODULES``)."""
+    if name == "surface":
+        return studies.surface
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 #: the public face: these names, and the ``__all__`` of the subpackages and modules among
 #: them (``kernels``, ``likelihoods``, ``datasets``, ``cubature``, ``gkl``, ``methods``,

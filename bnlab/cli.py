@@ -5,6 +5,7 @@
     bnlab reproduce li2023 --dataset breast_cancer [--folds 5 --seeds 10 --methods LA,EP \\
                            --workers 2]
     bnlab cache verify|clear
+    bnlab warmup [--only lab,readme]
 
 Grid axes are given as NAME=LO:HI:NUM in natural-log space (default: the Li et al.
 2023 Fig. 2 grid, log ℓ ∈ [−1, 5] and log σ ∈ [−1, 5], i.e. log σ² ∈ [−2, 10], 21 × 21).
@@ -338,6 +339,28 @@ def _cache(args):
     return 1 if report["damaged"] else 0
 
 
+def _warmup_job_names():
+    from .warmup import JOBS
+    return list(JOBS)
+
+
+def _warmup_jobs(text):
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in _warmup_job_names()]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown job(s) {', '.join(unknown) or repr(text)}; choose among "
+            f"{', '.join(_warmup_job_names())}")
+    return names
+
+
+def _warmup(args):
+    from .warmup import warmup
+    for name, done in warmup(args.only).items():
+        print(f"{name}: {done['compiled']} programs compiled, {done['loaded']} loaded "
+              f"from the cache, {done['seconds']:.1f} s")
+
+
 def build_parser():
     p = argparse.ArgumentParser(prog="bnlab", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -394,6 +417,11 @@ def build_parser():
                        "($BNLAB_CACHE_DIR, default ~/.cache/bnlab)")
     c.add_argument("action", choices=("verify", "clear"))
     c.set_defaults(run=_cache)
+    w = sub.add_parser("warmup", help="compile the common programs into the persistent "
+                       "compilation cache (run once after installing)")
+    w.add_argument("--only", type=_warmup_jobs, default=None, metavar="JOB,...",
+                   help="comma-separated jobs among " + ", ".join(_warmup_job_names()))
+    w.set_defaults(run=_warmup)
     return p
 
 

@@ -52,7 +52,7 @@ def gauss_hermite(order: int = 20, dim: int = 1) -> Rule:
     wgrids = np.meshgrid(*([w] * dim), indexing="ij")
     points = np.stack([g.ravel() for g in grids], -1)
     weights = np.prod(np.stack([g.ravel() for g in wgrids], -1), -1)
-    return Rule(jnp.asarray(points), jnp.asarray(weights))
+    return Rule(jax.device_put(points), jax.device_put(weights))
 
 
 def unscented(order: int = 3, dim: int = 1) -> Rule:
@@ -61,7 +61,7 @@ def unscented(order: int = 3, dim: int = 1) -> Rule:
         eye = np.eye(dim) * np.sqrt(dim)
         points = np.concatenate([eye, -eye])
         weights = np.full(2 * dim, 1.0 / (2 * dim))
-        return Rule(jnp.asarray(points), jnp.asarray(weights))
+        return Rule(jax.device_put(points), jax.device_put(weights))
     if order != 5:
         raise ValueError(f"unscented rule order must be 3 or 5, got {order}")
     # McNamee & Stenger (1967), generators u = √3, I2 = I22 = 1, I4 = 3

@@ -2,7 +2,7 @@
 result (posterior marginals, energy, per-iteration trace) out."""
 from __future__ import annotations
 
-import jax.numpy as jnp
+import jax
 import numpy as np
 
 from .engine.loop import get_engine
@@ -71,7 +71,9 @@ def validate_data(model, X, y, name="X", width=None):
                          f"(and so would log p(y)); rescale y (and a noise scale with it)")
     if X.shape[0] != y.shape[0]:
         raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]} entries")
-    return jnp.asarray(X), jnp.asarray(y)
+    # device_put, not jnp.asarray: outside a trace jnp.asarray compiles a staging
+    # program per shape (JAX ≥ 0.8), which a first process pays for every data set
+    return jax.device_put(X), jax.device_put(y)
 
 
 
@@ -110,20 +112,23 @@ class InferenceResult(Result):
         self.iterate = int(state.iteration)
         self.log_marginal = float(state.energy)
         self.sites = state.sites
-        D = state.marginals.mean.shape[1]
-        self.mean = np.asarray(state.marginals.mean if D > 1 else state.marginals.mean[:, 0])
-        cov = state.marginals.cov + state.marginals.cond_var
-        self.cov = np.asarray(cov if D > 1 else cov[:, 0, 0])
+        # on the host: eager device ops would each compile a program
+        mean = np.asarray(state.marginals.mean)
+        cov = np.asarray(state.marginals.cov) + np.asarray(state.marginals.cond_var)
+        D = mean.shape[1]
+        self.mean = mean if D > 1 else mean[:, 0]
+        self.cov = cov if D > 1 else cov[:, 0, 0]
 
     @property
     def model(self):
         return self.engine.model
 
     def _predict_points(self, Xs):
-        mean, cov = self.engine.predict(self.params, self.X, self.state, Xs)
+        mean, cov = (np.asarray(a) for a in self.engine.predict(self.params, self.X,
+                                                                self.state, Xs))
         if mean.shape[1] == 1:
-            return np.asarray(mean[:, 0]), np.asarray(cov[:, 0, 0])
-        return np.asarray(mean), np.asarray(cov)
+            return mean[:, 0], cov[:, 0, 0]
+        return mean, cov
 
     def joint_covariance(self, i: int, j: int) -> np.ndarray:
         """Posterior covariance of (f(x_i), f(x_j)), a (2D, 2D) matrix (latents of x_i
@@ -179,7 +184,7 @@ class Stepper:
         under the q of ``state`` (JAX arrays, latents kept as a dimension; a finished
         run's ``InferenceResult.predict`` gives the same numbers). Compiled once per
         engine, so a live view can draw its bands after every step."""
-        Xs = jnp.asarray(validate_inputs(X_test, "X_test", width=self.X.shape[1]))
+        Xs = jax.device_put(validate_inputs(X_test, "X_test", width=self.X.shape[1]))
         return self.engine.predict(self.params, self.X, state, Xs)
 
     def joint_covariance(self, state: State, i: int, j: int) -> np.ndarray:

@@ -15,6 +15,7 @@ Rasmussen & Williams (2006), eqs. 4.14 (Matérn), 4.9 (RBF), 4.31 (periodic, Mac
 """
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
 from .hyperparameters import check_keys, positive
@@ -66,8 +67,8 @@ class Kernel:
         self.variance = float(positive(f"{name} variance", variance))
 
     def init_params(self) -> dict:
-        return {"lengthscale": jnp.asarray(self.lengthscale),
-                "variance": jnp.asarray(self.variance)}
+        return {"lengthscale": jax.device_put(self.lengthscale),
+                "variance": jax.device_put(self.variance)}
 
     def check_params(self, params, width: int, where: str = "params['kernel']"):
         """``params`` (keys as ``init_params()``) for inputs with ``width`` columns:
@@ -153,7 +154,7 @@ class Periodic(Kernel):
         self.period = float(positive("Periodic period", period))
 
     def init_params(self):
-        return {**super().init_params(), "period": jnp.asarray(self.period)}
+        return {**super().init_params(), "period": jax.device_put(self.period)}
 
     def correlation(self, params, X1, X2):
         diff = X1[:, None, :] - X2[None, :, :]

@@ -26,8 +26,9 @@ LAYERS = [
     {"studies"},
     {"bnlab"},                        # the public face, bnlab/__init__.py
     {"papers"},
-    {"cli"},
     {"ui"},
+    {"warmup"},                       # runs the lab's and the scripts' common work
+    {"cli"},
 ]
 RANK = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
 

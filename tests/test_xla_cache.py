@@ -40,11 +40,11 @@ def _run(tmp_path, **env):
 def test_a_second_process_reads_compiled_programs_from_the_cache(tmp_path):
     first = _run(tmp_path)
     assert first["dir"] == str(tmp_path / "xla")
-    assert first["hits"] == 0 and first["misses"] > 0
+    assert first["misses"] > 0    # (a program the process builds twice is a hit the 2nd time)
     written = [p for p in (tmp_path / "xla").iterdir() if p.name.endswith("-cache")]
     assert written, "the first process wrote no compiled program"
     second = _run(tmp_path)
-    assert second["hits"] >= len(written)    # (a program near the time threshold may add one)
+    assert second["hits"] >= len(written) and second["misses"] == 0
     assert second["lml"] == first["lml"]
 
 

@@ -1,4 +1,5 @@
 """Process plumbing, no mathematics: bounded caches of compiled programs (``compiled``),
-JAX's persistent compilation cache (``xla_cache``), OpenBLAS threads (``threads``), batched
+JAX's persistent compilation cache (``xla_cache``) and what was compiled or loaded
+(``compile_log``), OpenBLAS threads (``threads``), batched
 LAPACK calls that cannot deadlock XLA's thread pool (``lapack_batches``) and the on-disk
 result cache (``disk_cache``)."""

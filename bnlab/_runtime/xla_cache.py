@@ -3,6 +3,8 @@
 Every new process would otherwise recompile each engine, surface block solver and AIS
 sampler it runs (XLA compilation dominates a small surface's wall time and the lab's
 first plot); with the cache a second process loads the compiled executables from disk.
+JAX writes by default only programs that took a second or more to compile; bnlab writes
+every one (``MIN_COMPILE_SECONDS``), so that a second process compiles nothing at all.
 
 The directory is ``$BNLAB_CACHE_DIR/xla`` (default ``~/.cache/bnlab/xla``, beside the
 MCMC results of ``bnlab._runtime.disk_cache``). ``BNLAB_XLA_CACHE=0`` turns it off. A cache directory
@@ -18,8 +20,10 @@ import jax
 
 __all__ = ["enable_xla_cache", "xla_cache_dir", "MIN_COMPILE_SECONDS", "MAX_BYTES"]
 
-#: programs compiling faster than this are not written (loading costs ≈ a few ms)
-MIN_COMPILE_SECONDS = 0.1
+#: every program is written, however fast it compiled: a process runs dozens of small
+#: ones (predictions, the lab's plot data) whose compilations add up to seconds, while
+#: loading a small one costs milliseconds
+MIN_COMPILE_SECONDS = 0.0
 #: the cache evicts its least recently used entries beyond this size
 MAX_BYTES = 4 * 1024 ** 3
 
@@ -48,5 +52,6 @@ def enable_xla_cache() -> Path | None:
         return None
     jax.config.update("jax_compilation_cache_dir", str(path))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     jax.config.update("jax_compilation_cache_max_size", MAX_BYTES)
     return path

@@ -411,7 +411,7 @@ class Engine:
     def run(self, params, X, y, settings, max_iters: int, sites=None):
         """Jitted ``run_pure``. ``max_iters`` is a run-time value: one compiled program
         serves every max_iters up to its trace length (``trace_length``)."""
-        return self._run(params, X, y, settings, jnp.asarray(int(max_iters)), sites,
+        return self._run(params, X, y, settings, jax.device_put(int(max_iters)), sites,
                          trace_length=trace_length(max_iters))
 
     def run_pure(self, params, X, y, settings, max_iters, sites=None, trace_length=None):

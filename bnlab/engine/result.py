@@ -2,7 +2,7 @@
 alike, so that the lab, the surfaces and scripts never ask which family produced it."""
 from __future__ import annotations
 
-import jax.numpy as jnp
+import jax
 import numpy as np
 
 from ..model import validate_inputs
@@ -30,14 +30,14 @@ class Result:
     def log_predictive(self, X_test, y_test, reduce="mean"):
         """log ∫ p(y*|f*) q(f*) df* per test point (``reduce="none"``) or their mean."""
         Xs = self._test_inputs(X_test)
-        ys = jnp.asarray(self.model.likelihood.validate_targets(y_test))
+        ys = jax.device_put(self.model.likelihood.validate_targets(y_test))
         if Xs.shape[0] != ys.shape[0]:
             raise ValueError(f"X_test has {Xs.shape[0]} rows but y_test has {ys.shape[0]}")
         lpd = np.asarray(self._log_predictive_points(Xs, ys))
         return float(lpd.mean()) if reduce == "mean" else lpd
 
     def _test_inputs(self, X_test):
-        return jnp.asarray(validate_inputs(X_test, "X_test", width=self.X.shape[1]))
+        return jax.device_put(validate_inputs(X_test, "X_test", width=self.X.shape[1]))
 
     def __repr__(self):
         status = "converged" if self.converged else ("diverged" if self.diverged else

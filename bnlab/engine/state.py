@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+import jax
 import jax.numpy as jnp
 
 from ..sites import Marginals, Sites
@@ -46,9 +47,8 @@ def make_settings(alpha=1.0, damping=0.5, tol=1e-8, backtracking=False,
                   acceleration=False) -> Settings:
     """``Settings`` as the device arrays the compiled step takes (one place for every
     caller: ``infer``, learning, the lab's runner)."""
-    return Settings(jnp.asarray(float(alpha)), jnp.asarray(float(damping)),
-                    jnp.asarray(float(tol)), jnp.asarray(bool(backtracking)),
-                    jnp.asarray(bool(acceleration)))
+    return Settings(*jax.device_put((float(alpha), float(damping), float(tol),
+                                     bool(backtracking), bool(acceleration))))
 
 
 #: Relative slack of the step control: a step is rejected only when the ELBO falls by

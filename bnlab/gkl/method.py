@@ -81,7 +81,7 @@ _COMPILED = CompiledCache(maxsize=16)
 
 
 def _compiled(model, structure, cubature, max_iters):
-    """(run, predict, log_predictive), jitted and shared by models with the same
+    """(run, predict, log_predictive, summary), jitted and shared by models with the same
     structure key (every number lives in ``params``), as ``engine.get_engine`` does."""
     key = (model.structure_key(), structure, cubature, max_iters)
     return _COMPILED.get(key, lambda: _build(model, structure, cubature, max_iters))
@@ -109,7 +109,13 @@ def _build(model, structure, cubature, max_iters):
         return jax.vmap(lambda yn, m, v: lik.log_predictive(
             params["likelihood"], yn, m[None], v[None, None], rule))(ys, mean, var)
 
-    return jax.jit(run), jax.jit(predict), jax.jit(log_predictive)
+    def summary(prior, solution):
+        """(dense S, posterior mean in the data's order of the run): one program for
+        what the result keeps, which eager calls would compile op by op."""
+        S = structure.covariance(solution.vparams["cov"], prior, solution.aux)
+        return S, prior.chol @ solution.vparams["mean"]
+
+    return jax.jit(run), jax.jit(predict), jax.jit(log_predictive), jax.jit(summary)
 
 
 class GKLResult(Result):
@@ -129,8 +135,8 @@ class GKLResult(Result):
         self.model, self.params, self.X, self.y = model, params, X, y
         self.order, self.structure, self.covariance = order, structure, structure.name
         self._prior, self._solution = prior, solution
-        _, self._predict, self._log_predictive = compiled
-        self._X_sorted = X[order]
+        _, self._predict, self._log_predictive, summary = compiled
+        self._X_sorted = jax.device_put(np.asarray(X)[order])
         energy = np.asarray(solution.trace)
         energy = energy[np.isfinite(energy)]
         n = len(energy)
@@ -144,14 +150,13 @@ class GKLResult(Result):
         self.stop_reason = ("diverged: non-finite bound or gradient" if self.diverged
                             else stop_reason(self.converged, False))
         self.iterate = n
-        S = structure.covariance(solution.vparams["cov"], prior, solution.aux)
+        S, mean = summary(prior, solution)
         self._S = S
         inverse = np.empty_like(order)
         inverse[order] = np.arange(len(order))
         self._inverse = inverse
-        mean = np.asarray(prior.chol @ solution.vparams["mean"])
-        self.mean = mean[inverse]
-        self.cov = np.asarray(jnp.diag(S))[inverse]
+        self.mean = np.asarray(mean)[inverse]
+        self.cov = np.diag(np.asarray(S))[inverse]
 
     def posterior_covariance(self) -> np.ndarray:
         """The dense posterior covariance S of f at the training inputs (caller's order)."""
@@ -190,11 +195,12 @@ def infer_gkl(model, X, y, *, params, max_iters=200, tol=1e-8, cubature=("gauss_
                          f"(G-KL takes covariance, band, rank, order)")
     _check_model(model)
     structure = _structure(covariance, band, rank)
-    X, y = jnp.asarray(X), jnp.asarray(y)
-    perm = _order(X, order)
+    X, y = np.asarray(X), np.asarray(y)         # ordered on the host: eager device
+    perm = _order(X, order)                     # gathers would each compile a program
     compiled = _compiled(model, structure, tuple(cubature), int(max_iters))
-    prior, solution = compiled[0](params, X[perm], y[perm], jnp.asarray(float(tol)))
-    return GKLResult(model, params, X, y, perm, structure, prior, solution, compiled)
+    prior, solution = compiled[0](params, *jax.device_put((X[perm], y[perm], float(tol))))
+    return GKLResult(model, params, *jax.device_put((X, y)), perm, structure, prior,
+                     solution, compiled)
 
 
 @partial(jax.jit, static_argnames=("model", "covariance", "band", "rank", "max_iters",

@@ -17,6 +17,8 @@ PL has no energy of its own; like BayesNewton we report the EP (α = 1) energy.
 """
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 
@@ -25,7 +27,7 @@ from .base import LocalInput, LocalUpdate
 
 __all__ = ["slr", "pl_local", "pl2_target", "pl2_local", "pl2_gn_local"]
 
-LOG2PI = float(jnp.log(2 * jnp.pi))
+LOG2PI = math.log(2 * math.pi)      # (jnp.log would compile a program at import)
 
 
 def slr(lik, rule, lp, mean, cov):

@@ -1,0 +1,87 @@
+"""Every program bnlab compiles goes to the persistent compilation cache, under keys a
+new process computes again: a second process running the README's example, a small
+surface and the lab's opening run compiles nothing (counted from JAX's monitoring
+events by ``bnlab._runtime.compile_log``), in a private cache directory; and an
+inference compiles its engine's programs only, no eager operation one by one."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: the README's example, a 3 × 3 three-method surface and the lab's opening page, each
+#: under its own log; prints what XLA compiled for each
+SCRIPT = """
+import json
+from bnlab._runtime.compile_log import CompileLog
+logs = {}
+with CompileLog() as logs["readme"]:
+    import bnlab
+    ds = bnlab.datasets.load("breast_cancer")
+    model = bnlab.GP(kernel=bnlab.kernels.Matern52(lengthscale=2.0, variance=1.0),
+                     likelihood=bnlab.likelihoods.Bernoulli(link="probit"))
+    res = bnlab.infer(model, ds.X, ds.y, method="pep", alpha=0.5, damping=0.5)
+    res.predict(ds.X_test), res.log_predictive(ds.X_test, ds.y_test)
+with CompileLog() as logs["surface"]:
+    import numpy as np
+    X, y = bnlab.datasets.synthetic_probit()
+    bnlab.surface(model, X[:40], y[:40], methods=["laplace", "vi", "ep"],
+                  grid={"lengthscale": np.exp(np.linspace(-1, 5, 3)),
+                        "variance": np.exp(np.linspace(-2, 10, 3))})
+with CompileLog() as logs["lab"]:
+    from bnlab.ui.app import Lab
+    Lab().start()
+print(json.dumps({k: {"compiled": v.compiled, "loaded": len(v.loaded)}
+                  for k, v in logs.items()}))
+"""
+
+
+def run_fresh_process(cache_dir):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("JAX_COMPILATION_CACHE_DIR", "BNLAB_XLA_CACHE")}
+    env.update(BNLAB_CACHE_DIR=str(cache_dir), JAX_PLATFORMS="cpu")
+    out = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_a_second_process_compiles_nothing(tmp_path):
+    first = run_fresh_process(tmp_path)
+    assert all(first[k]["compiled"] for k in first), first
+    second = run_fresh_process(tmp_path)
+    for work, log in second.items():
+        assert log["compiled"] == [], f"{work}: compiled again in a second process: {log}"
+        assert log["loaded"] > 0, f"{work}: loaded nothing from the cache: {log}"
+
+
+#: a site method's inference with its predictions, and a G-KL inference, in a process
+#: whose JAX listener counts every program XLA compiles (no cache)
+ONE_PROGRAM_PER_STAGE = """
+import json, jax
+compiled = []
+jax.monitoring.register_event_duration_secs_listener(
+    lambda event, seconds, fun_name="?", **_: compiled.append(fun_name)
+    if event == "/jax/core/compile/backend_compile_duration" else None)
+import bnlab
+ds = bnlab.datasets.load("classification_1d", n=30)
+model = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.Bernoulli("probit"))
+res = bnlab.infer(model, ds.X, ds.y, method="ep")
+res.predict(ds.X_test), res.log_predictive(ds.X_test, ds.y_test)
+site = list(compiled)
+bnlab.infer(model, ds.X, ds.y, method="gkl", covariance="banded", band=3)
+print(json.dumps({"site": site, "gkl": compiled[len(site):]}))
+"""
+
+
+def test_inference_compiles_one_program_per_stage_and_no_eager_operation():
+    env = dict(os.environ, BNLAB_XLA_CACHE="0", JAX_PLATFORMS="cpu")
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    out = subprocess.run([sys.executable, "-c", ONE_PROGRAM_PER_STAGE], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["site"] == ["jit(run_pure)", "jit(predict_pure)", "jit(log_predictive_pure)"]
+    assert got["gkl"] == ["jit(run)", "jit(summary)"]

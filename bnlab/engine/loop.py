@@ -80,7 +80,7 @@ from ..methods.base import LocalInput
 from ..methods.registry import resolve
 from ..posterior import global_update
 from ..sites import (Marginals, Sites, damped_update, init_sites, max_relative_change,
-                    min_eigenvalue)
+                    min_eigenvalue, site_residual)
 from ..linalg.small_blocks import inv_small
 
 from .state import ASCENT_SLACK, Best, State, StepInfo, Trace, undamped_change
@@ -213,8 +213,8 @@ class Engine:
         inp = LocalInput(params["likelihood"], y, marg.mean, marg.cov, marg.cond_var,
                          sites.nat1, sites.prec, self._alpha(settings),
                          jnp.broadcast_to(settings.rho, (N,)), state.aux,
-                         state.derivatives if reuse else None)
-        axes = LocalInput(None, 0, 0, 0, 0, 0, 0, None, 0, 0, 0 if reuse else None)
+                         state.derivatives if reuse else None, site_residual(marg, sites))
+        axes = LocalInput(None, 0, 0, 0, 0, 0, 0, None, 0, 0, 0 if reuse else None, 0)
         upd, aux = jax.vmap(self.local, in_axes=(axes,))(inp)
         proposal = damped_update(sites, upd.J, upd.H, upd.mean, settings.rho)
         keep = upd.ok

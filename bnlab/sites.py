@@ -44,6 +44,9 @@ class Marginals(NamedTuple):
     residual: jnp.ndarray = None  # (N, D) ν̄_n − Λ̄_n m_n (= [K⁻¹m]_n for a full GP) where
                            #  the model computes it without that subtraction, else None
                            #  (``site_residual``)
+    share: jnp.ndarray = None  # (N, D, D) I − C_nn Λ̄_n = C_nn P\\n (P\\n the cavity
+                           #  precision at α = 1) where the model computes it directly
+                           #  ([B⁻¹]_nn of the W½ form), else None (see ``cavity``)
 
 
 def site_residual(marg: Marginals, sites: Sites):

@@ -125,3 +125,27 @@ def test_tiny_gaussian_noise_gives_the_exact_evidence(regression, noise, method,
     assert res.log_marginal == pytest.approx(_gaussian_log_evidence(X, y, noise), rel=1e-7)
     if noise >= 1e-10:
         assert res.converged
+
+
+@pytest.mark.parametrize("variance", [1e12, 1e20, 1e300])
+def test_a_huge_prior_variance_gives_finite_ep_energies(data, variance):
+    """Probit EP at prior variance σ² ≥ 1e12 started from sites of precision 0.01: each
+    site's precision then exceeds its share of the posterior precision by 1e-18 or
+    less, and the cavity precision C⁻¹ − Λ̄ computed as that difference was exactly 0,
+    a cavity that is not PD and a NaN energy at the first iterate (the surface's cells
+    at σ² = 1e300 were NaN). The W½ form hands over [B⁻¹]_nn = C_nn P\\n, so the cavity
+    precision needs no subtraction. Independent of σ² here: the energy is finite."""
+    X, y = data
+    model = bnlab.GP(bnlab.kernels.Matern52(variance=variance),
+                     bnlab.likelihoods.Bernoulli("probit"))
+    res = bnlab.infer(model, X, y, method="ep")
+    assert np.isfinite(res.log_marginal)
+    assert np.isfinite(np.asarray(res.trace.energy)).all()
+
+
+def test_surface_cells_at_a_huge_variance_are_finite(data):
+    X, y = data
+    surf = bnlab.surface(_probit(), X, y, methods=["ep"],
+                         grid={"lengthscale": np.array([1.0]),
+                               "variance": np.array([1.0, 1e300])})
+    assert np.isfinite(surf.log_marginal.values).all()

@@ -45,7 +45,7 @@ __all__ = ["laplace_energy", "variational_energy", "variational_energy_and_deriv
 def _site_inputs(lik_params, y, marg: Marginals, sites: Sites, alpha):
     return LocalInput(lik_params, y, marg.mean, marg.cov, marg.cond_var, sites.nat1,
                       sites.prec, alpha, jnp.asarray(1.0), (), None,
-                      site_residual(marg, sites))
+                      site_residual(marg, sites), marg.share)
 
 
 def laplace_energy(lik, rule, lik_params, y, marg: Marginals, sites: Sites, alpha=1.0):
@@ -94,7 +94,8 @@ def _pep_site_term(lik, rule, inp: LocalInput, with_derivatives=False):
     quadratic form is of the energy's size, where mᵀC⁻¹m alone is of the site
     precision's (1e12 under Gaussian noise 1e-12) and nothing was left after the
     subtractions."""
-    Pc, Vc, mc, ok = cavity(inp.mean, inp.cov, inp.nat1, inp.prec, inp.alpha, inp.residual)
+    Pc, Vc, mc, ok = cavity(inp.mean, inp.cov, inp.nat1, inp.prec, inp.alpha, inp.residual,
+                            inp.share)
     if with_derivatives:
         log_z, g, h = tilted_derivatives(lik, rule, inp, mc, Vc)
     else:
@@ -108,7 +109,7 @@ def _pep_site_term(lik, rule, inp: LocalInput, with_derivatives=False):
 
 def _pep_terms(lik, rule, lik_params, y, marg, sites, alpha, with_derivatives):
     inp = _site_inputs(lik_params, y, marg, sites, alpha)
-    axes = LocalInput(None, 0, 0, 0, 0, 0, 0, None, None, None, None, 0)
+    axes = LocalInput(None, 0, 0, 0, 0, 0, 0, None, None, None, None, 0, 0)
     return jax.vmap(lambda i: _pep_site_term(lik, rule, i, with_derivatives), in_axes=(axes,))(inp)
 
 

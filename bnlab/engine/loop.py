@@ -213,8 +213,9 @@ class Engine:
         inp = LocalInput(params["likelihood"], y, marg.mean, marg.cov, marg.cond_var,
                          sites.nat1, sites.prec, self._alpha(settings),
                          jnp.broadcast_to(settings.rho, (N,)), state.aux,
-                         state.derivatives if reuse else None, site_residual(marg, sites))
-        axes = LocalInput(None, 0, 0, 0, 0, 0, 0, None, 0, 0, 0 if reuse else None, 0)
+                         state.derivatives if reuse else None, site_residual(marg, sites),
+                         marg.share)
+        axes = LocalInput(None, 0, 0, 0, 0, 0, 0, None, 0, 0, 0 if reuse else None, 0, 0)
         upd, aux = jax.vmap(self.local, in_axes=(axes,))(inp)
         proposal = damped_update(sites, upd.J, upd.H, upd.mean, settings.rho)
         keep = upd.ok

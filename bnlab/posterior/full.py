@@ -145,7 +145,12 @@ def _variances_sqrt(K, lam, s, L_inv, signed=None):
         short = (sign - sign @ squares) / jnp.abs(lam)
         estimate = (eps * jnp.sum(L * L) * jnp.max(column_norms) * column_norms
                     / (jnp.abs(lam) * short))
-    inaccurate = ~((lam != 0) & (short > 0) & (estimate <= 1e-7))
+    # the product form's own error, ε K_nn absolute, can be the larger (σ² = 1e20 with
+    # site precisions 0.01: ε K_nn = 2e4 against C_nn ≈ 100, while the short form's
+    # estimate was 1e-7): it is taken only where it is the more accurate of the two
+    product_estimate = eps * jnp.diag(K) / jnp.abs(short)
+    inaccurate = ~((lam != 0) & (short > 0)
+                   & ((estimate <= 1e-7) | (estimate <= product_estimate)))
     count = jnp.sum(inaccurate)
 
     def squared_norms(K_columns):        # Σ_k σ_k (L⁻¹ S K_:n)_k² for the given columns
@@ -177,10 +182,11 @@ def _marginals_sqrt(prior: FullPrior, sites: Sites) -> Marginals:
     residual = r + s * ((L_inv @ (b - s * (K @ r))) @ L_inv)                    # K⁻¹m
     mean = K @ residual
     var = _variances_sqrt(K, lam, s, L_inv)
+    share = column_sums(L_inv * L_inv)                          # [B⁻¹]_nn = 1 − λ_n C_nn
     log_norm = 0.5 * nu @ mean - jnp.sum(jnp.log(jnp.diag(L)))
     psd = _factored(L) & jnp.all(var > 0) & _certified(lam)
     return Marginals(mean[:, None], var[:, None, None], log_norm, psd,
-                     jnp.zeros((K.shape[0], 1, 1)), residual[:, None])
+                     jnp.zeros((K.shape[0], 1, 1)), residual[:, None], share[:, None, None])
 
 
 class _SignedSystem(NamedTuple):
@@ -251,11 +257,13 @@ def _marginals_signed(prior: FullPrior, sites: Sites) -> Marginals:
     Knu = K @ nu[system.perm]
     mean_p = Knu - K @ (g * ((sign * (L_inv @ (g * Knu))) @ L_inv))
     var_p = _variances_sqrt(K, system.lam, g, L_inv, (sign, system.L))
-    mean, var = mean_p[system.unsort], var_p[system.unsort]
+    share_p = sign * (sign @ (L_inv * L_inv))                   # σ_n[M⁻¹]_nn = 1 − λ_n C_nn
+    mean, var, share = mean_p[system.unsort], var_p[system.unsort], share_p[system.unsort]
     log_norm = 0.5 * nu @ mean - jnp.sum(jnp.log(jnp.diag(system.L)))
     psd = _factored(system.L) & jnp.all(var > 0)
     return Marginals(mean[:, None], var[:, None, None], log_norm, psd,
-                     jnp.zeros((K.shape[0], 1, 1)), _plain_residual(sites, mean))
+                     jnp.zeros((K.shape[0], 1, 1)), _plain_residual(sites, mean),
+                     share[:, None, None])
 
 
 def _whitened_precision(prior: FullPrior, sites: Sites):
@@ -302,7 +310,7 @@ def _mean_only_sqrt(prior: FullPrior, sites: Sites) -> Marginals:
     psd = _factored(L) & _certified(lam)
     N = K.shape[0]
     return Marginals(mean[:, None], jnp.full((N, 1, 1), jnp.nan), log_norm, psd,
-                     jnp.zeros((N, 1, 1)), residual[:, None])
+                     jnp.zeros((N, 1, 1)), residual[:, None], jnp.full((N, 1, 1), jnp.nan))
 
 
 def _mean_only_signed(prior: FullPrior, sites: Sites) -> Marginals:
@@ -318,7 +326,8 @@ def _mean_only_signed(prior: FullPrior, sites: Sites) -> Marginals:
     log_norm = 0.5 * nu @ mean - jnp.sum(jnp.log(jnp.diag(L)))
     N = K.shape[0]
     return Marginals(mean[:, None], jnp.full((N, 1, 1), jnp.nan), log_norm,
-                     _factored(L), jnp.zeros((N, 1, 1)), _plain_residual(sites, mean))
+                     _factored(L), jnp.zeros((N, 1, 1)), _plain_residual(sites, mean),
+                     jnp.full((N, 1, 1), jnp.nan))
 
 
 def _mean_only_chol(prior: FullPrior, sites: Sites) -> Marginals:

@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-__all__ = ["Sites", "Marginals", "init_sites", "damped_update", "heuristic_psd",
+__all__ = ["Sites", "Marginals", "site_residual", "init_sites", "damped_update", "heuristic_psd",
            "min_eigenvalue", "max_relative_change"]
 
 INITIAL_SITE_PRECISION = 0.01
@@ -41,6 +41,23 @@ class Marginals(NamedTuple):
                            #  K_nn − Q_nn for sparse GPs, zeros for full and Markov GPs.
                            #  Likelihood expectations use cov + cond_var; cavities and
                            #  site algebra use cov.
+    residual: jnp.ndarray = None  # (N, D) ν̄_n − Λ̄_n m_n (= [K⁻¹m]_n for a full GP) where
+                           #  the model computes it without that subtraction, else None
+                           #  (``site_residual``)
+    share: jnp.ndarray = None  # (N, D, D) I − C_nn Λ̄_n = C_nn P\\n (P\\n the cavity
+                           #  precision at α = 1) where the model computes it directly
+                           #  ([B⁻¹]_nn of the W½ form), else None (see ``cavity``)
+
+
+def site_residual(marg: Marginals, sites: Sites):
+    """ν̄_n − Λ̄_n m_n, the prior-precision-weighted mean (K⁻¹m for a full GP, since
+    m = (K⁻¹ + Λ̄)⁻¹ν̄), that the Laplace and variational energies and every cavity
+    need. Subtracting Λ̄_n m_n from ν̄_n loses log₁₀(Λ̄_n|m_n| / |residual|) digits:
+    with Gaussian noise 1e-12 the sites' precisions are 1e12 and nothing is left, so a
+    model that has the residual from its own solve hands it over in ``marg.residual``."""
+    if marg.residual is not None:
+        return marg.residual
+    return sites.nat1 - jnp.einsum("nab,nb->na", sites.prec, marg.mean)
 
 
 def init_sites(num_data: int, num_latents: int, precision=INITIAL_SITE_PRECISION) -> Sites:

@@ -25,6 +25,8 @@ class LocalInput(NamedTuple):
     derivatives: Any = None  # (gradient (D,), Hessian (D, D)) of the method's per-site
                             # target at these marginals, carried over from the energy
                             # pass that produced them (``Method.reuses_energy_pass``)
+    residual: Any = None    # (D,) ν̄_n − Λ̄_n m_n (``sites.site_residual``), for the cavity
+    share: Any = None       # (D, D) I − C_nn Λ̄_n (``Marginals.share``), for the cavity
 
 
 class LocalUpdate(NamedTuple):

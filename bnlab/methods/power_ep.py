@@ -39,7 +39,8 @@ def pep_local(lik, rule):
     the engine hands them over (``inp.derivatives``): that energy evaluates log Z at the
     same cavity, so one cubature pass serves both."""
     def local(inp: LocalInput):
-        Pc, Vc, mc, ok = cavity(inp.mean, inp.cov, inp.nat1, inp.prec, inp.alpha)
+        Pc, Vc, mc, ok = cavity(inp.mean, inp.cov, inp.nat1, inp.prec, inp.alpha,
+                                inp.residual, inp.share)
         if inp.derivatives is None:
             _, g, h = tilted_derivatives(lik, rule, inp, mc, Vc)
         else:

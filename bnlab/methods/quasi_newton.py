@@ -118,7 +118,8 @@ def _secant_local(gradient, xi, at_cavity=False, energy_gradient=None):
     at the previous mean costs a cubature pass of its own."""
     def local(inp: LocalInput):
         if at_cavity:
-            Pc, C, m, ok = cavity(inp.mean, inp.cov, inp.nat1, inp.prec, inp.alpha)
+            Pc, C, m, ok = cavity(inp.mean, inp.cov, inp.nat1, inp.prec, inp.alpha,
+                                  inp.residual, inp.share)
         else:
             C, m, ok = inp.cov, inp.mean, jnp.array(True)
         g_now = (gradient(inp, m, C) if inp.derivatives is None

@@ -44,17 +44,33 @@ def expected_log_lik_derivatives(lik, rule, lik_params, y, mean, cov):
     return value, grad_m, grad_C + grad_C.T
 
 
-def cavity(mean, cov, nat1, prec, alpha):
-    """Cavity precision P\\, natural mean, covariance, mean and a PD flag. Where the
-    cavity is not PD the posterior marginal is substituted (so nothing downstream
-    sees NaN) and ``ok`` is False."""
+def cavity(mean, cov, nat1, prec, alpha, residual=None, share=None):
+    """Cavity precision P\\, covariance, mean and a PD flag. Where the cavity is not PD
+    the posterior marginal is substituted (so nothing downstream sees NaN) and ``ok``
+    is False.
+
+    The cavity mean is m − α V\\ r with r = ν̄ − Λ̄m (``residual``; from the sites
+    when None), the same as V\\(C⁻¹m − αν̄) since P\\ = C⁻¹ − αΛ̄: C⁻¹m and αν̄ are
+    each of the size of the site precision times the mean, 1e12 under Gaussian noise
+    1e-12, while their difference is of the cavity's size, so subtracting them left
+    no digit; a model that solves for r directly (``Marginals.residual``) keeps them.
+
+    The cavity precision C⁻¹ − αΛ̄ = C⁻¹((1 − α)I + α S) with S = I − CΛ̄ (``share``)
+    likewise: where the site dominates the prior (Λ̄ = 0.01 against a prior variance
+    of 1e20, or Λ̄ = 1e12 from Gaussian noise 1e-12) C⁻¹ and Λ̄ agree to every digit and
+    the difference was 0, a cavity that is not PD; the W½ form has S = [B⁻¹]_nn
+    from its own factor, without the subtraction."""
     P = inv_small(cov)
-    Pc = sym(P - alpha * prec)
-    hc = P @ mean - alpha * nat1
+    if share is None:
+        Pc = sym(P - alpha * prec)
+    else:
+        Pc = sym(P @ ((1.0 - alpha) * jnp.eye(P.shape[-1]) + alpha * share))
+    if residual is None:
+        residual = nat1 - prec @ mean
     ok = min_eigenvalue(Pc) > 0
     Pc_safe = jnp.where(ok, Pc, P)
     Vc = sym(inv_small(Pc_safe))
-    mc = jnp.where(ok, Vc @ hc, mean)
+    mc = jnp.where(ok, mean - alpha * (Vc @ residual), mean)
     return Pc_safe, Vc, mc, ok
 
 

@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import cho_solve, solve_triangular
 
-from ..sites import Marginals, Sites
+from ..sites import Marginals, Sites, site_residual
 from ..linalg.dense import (column_sums, lower_gram, lower_solve_lower,
                            lower_triangular_inverse, signed_cholesky_and_inverse,
                            symmetric_cholesky)
@@ -83,6 +83,22 @@ def _sqrt_factor(K, lam):
     return s, symmetric_cholesky(jnp.eye(K.shape[0]) + s[:, None] * K * s[None, :])
 
 
+def _split_natural_mean(K, lam, s, nu):
+    """ν̄ = s ∘ b + r for the W½ form's mean m = KSB⁻¹(b − SKr) + Kr (S = diag(s)): b = ν̄/s
+    on the sites at least as informative as the prior (λ_n K_nn ≥ 1), r = ν̄ on the rest.
+
+    The textbook m = Kν̄ − KSB⁻¹SKν̄ subtracts two vectors of size ‖K‖λ|μ̃| to get one of
+    size |μ̃| (μ̃ = ν̄/λ the site mean): with Gaussian noise σ_n² = 1e-10 the site
+    precisions are 1e10 and the mean loses ten digits (the energies then came out at
+    +6·10⁵ where log p(y) ≈ −5·10⁴). Since SKS = B − I, KSB⁻¹b = Kν̄ − KSB⁻¹SKν̄ for
+    ν̄ = Sb without the subtraction (R&W Alg. 2.1's α = S B⁻¹ b); the remaining r is at
+    most |μ̃|/K_nn per site, so its own cancellation is at the prior's scale. The vector
+    K is multiplied by, SB⁻¹(b − SKr) + r, is K⁻¹m = ν̄ − Λ̄m itself (``Marginals.residual``)."""
+    strong = lam * jnp.diag(K) >= 1.0
+    b = jnp.where(strong, nu / jnp.where(strong, s, 1.0), 0.0)
+    return b, jnp.where(strong, 0.0, nu)
+
+
 def _certified(lam):
     """Whether every negative site precision is round-off (≥ −1e-10 (1 + max|λ|)); the
     W½ form cannot certify a posterior with larger ones."""
@@ -119,8 +135,9 @@ def _variances_sqrt(K, lam, s, L_inv, signed=None):
     squares = L_inv * L_inv
     if signed is None:
         weights = 1.0
-        short = (1.0 - column_sums(squares)) / lam
-        estimate = eps * (1.0 + jnp.sum(lam * jnp.diag(K))) / (lam * short)
+        diag_inv = column_sums(squares)                                  # d_n = [B⁻¹]_nn
+        short = (1.0 - diag_inv) / lam
+        estimate = eps * (1.0 + jnp.sum(lam * jnp.diag(K))) * diag_inv / (lam * short)
     else:
         sign, L = signed
         weights = sign[:, None]
@@ -128,7 +145,12 @@ def _variances_sqrt(K, lam, s, L_inv, signed=None):
         short = (sign - sign @ squares) / jnp.abs(lam)
         estimate = (eps * jnp.sum(L * L) * jnp.max(column_norms) * column_norms
                     / (jnp.abs(lam) * short))
-    inaccurate = ~((lam != 0) & (short > 0) & (estimate <= 1e-7))
+    # the product form's own error, ε K_nn absolute, can be the larger (σ² = 1e20 with
+    # site precisions 0.01: ε K_nn = 2e4 against C_nn ≈ 100, while the short form's
+    # estimate was 1e-7): it is taken only where it is the more accurate of the two
+    product_estimate = eps * jnp.diag(K) / jnp.abs(short)
+    inaccurate = ~((lam != 0) & (short > 0)
+                   & ((estimate <= 1e-7) | (estimate <= product_estimate)))
     count = jnp.sum(inaccurate)
 
     def squared_norms(K_columns):        # Σ_k σ_k (L⁻¹ S K_:n)_k² for the given columns
@@ -156,13 +178,15 @@ def _marginals_sqrt(prior: FullPrior, sites: Sites) -> Marginals:
     nu = sites.nat1[:, 0]
     s, L = _sqrt_factor(K, lam)
     L_inv = lower_triangular_inverse(L)
-    Knu = K @ nu
-    mean = Knu - K @ (s * ((L_inv @ (s * Knu)) @ L_inv))
+    b, r = _split_natural_mean(K, lam, s, nu)
+    residual = r + s * ((L_inv @ (b - s * (K @ r))) @ L_inv)                    # K⁻¹m
+    mean = K @ residual
     var = _variances_sqrt(K, lam, s, L_inv)
+    share = column_sums(L_inv * L_inv)                          # [B⁻¹]_nn = 1 − λ_n C_nn
     log_norm = 0.5 * nu @ mean - jnp.sum(jnp.log(jnp.diag(L)))
     psd = _factored(L) & jnp.all(var > 0) & _certified(lam)
     return Marginals(mean[:, None], var[:, None, None], log_norm, psd,
-                     jnp.zeros((K.shape[0], 1, 1)))
+                     jnp.zeros((K.shape[0], 1, 1)), residual[:, None], share[:, None, None])
 
 
 class _SignedSystem(NamedTuple):
@@ -218,6 +242,12 @@ def _positive_first(negative):
     return perm, unsort
 
 
+def _plain_residual(sites, mean):
+    """ν̄ − Λ̄m by subtraction (``Marginals.residual``; the signed form has no split that
+    avoids it, and must return what the W½ form it shares a ``lax.cond`` with returns)."""
+    return sites.nat1 - sites.prec[:, :, 0] * mean[:, None]
+
+
 def _marginals_signed(prior: FullPrior, sites: Sites) -> Marginals:
     """The signed W½ form with variances (``_signed_system``), like ``_marginals_sqrt``:
     M⁻¹ = L⁻ᵀΣL⁻¹ from the factorisation's inverse, which also gives the variances."""
@@ -227,11 +257,13 @@ def _marginals_signed(prior: FullPrior, sites: Sites) -> Marginals:
     Knu = K @ nu[system.perm]
     mean_p = Knu - K @ (g * ((sign * (L_inv @ (g * Knu))) @ L_inv))
     var_p = _variances_sqrt(K, system.lam, g, L_inv, (sign, system.L))
-    mean, var = mean_p[system.unsort], var_p[system.unsort]
+    share_p = sign * (sign @ (L_inv * L_inv))                   # σ_n[M⁻¹]_nn = 1 − λ_n C_nn
+    mean, var, share = mean_p[system.unsort], var_p[system.unsort], share_p[system.unsort]
     log_norm = 0.5 * nu @ mean - jnp.sum(jnp.log(jnp.diag(system.L)))
     psd = _factored(system.L) & jnp.all(var > 0)
     return Marginals(mean[:, None], var[:, None, None], log_norm, psd,
-                     jnp.zeros((K.shape[0], 1, 1)))
+                     jnp.zeros((K.shape[0], 1, 1)), _plain_residual(sites, mean),
+                     share[:, None, None])
 
 
 def _whitened_precision(prior: FullPrior, sites: Sites):
@@ -271,13 +303,14 @@ def _mean_only_sqrt(prior: FullPrior, sites: Sites) -> Marginals:
     K = prior.K
     lam, nu = sites.prec[:, 0, 0], sites.nat1[:, 0]
     s, L = _sqrt_factor(K, lam)
-    Knu = K @ nu
-    mean = Knu - K @ (s * cho_solve((L, True), s * Knu))
+    b, r = _split_natural_mean(K, lam, s, nu)
+    residual = r + s * cho_solve((L, True), b - s * (K @ r))                    # K⁻¹m
+    mean = K @ residual
     log_norm = 0.5 * nu @ mean - jnp.sum(jnp.log(jnp.diag(L)))
     psd = _factored(L) & _certified(lam)
     N = K.shape[0]
     return Marginals(mean[:, None], jnp.full((N, 1, 1), jnp.nan), log_norm, psd,
-                     jnp.zeros((N, 1, 1)))
+                     jnp.zeros((N, 1, 1)), residual[:, None], jnp.full((N, 1, 1), jnp.nan))
 
 
 def _mean_only_signed(prior: FullPrior, sites: Sites) -> Marginals:
@@ -293,7 +326,8 @@ def _mean_only_signed(prior: FullPrior, sites: Sites) -> Marginals:
     log_norm = 0.5 * nu @ mean - jnp.sum(jnp.log(jnp.diag(L)))
     N = K.shape[0]
     return Marginals(mean[:, None], jnp.full((N, 1, 1), jnp.nan), log_norm,
-                     _factored(L), jnp.zeros((N, 1, 1)))
+                     _factored(L), jnp.zeros((N, 1, 1)), _plain_residual(sites, mean),
+                     jnp.full((N, 1, 1), jnp.nan))
 
 
 def _mean_only_chol(prior: FullPrior, sites: Sites) -> Marginals:
@@ -373,11 +407,11 @@ def predict(model, params, X, prior: FullPrior, sites: Sites, marg: Marginals, X
     """Latent predictive mean (Ns, D) and covariance blocks (Ns, D, D) at Xs.
 
     Uses K⁻¹m = ν̄ − Λ̄m (from m = (K⁻¹ + Λ̄)⁻¹ν̄), so no solve with K is needed for
-    the mean."""
+    the mean; ``site_residual`` takes it from the solve that gave m where it can."""
     D = sites.nat1.shape[1]
     Ks = model.prior_covariance(params, X, Xs)                   # (ND, Ns·D)
     kss = model.prior_variance(params, Xs)
-    alpha = sites.nat1 - jnp.einsum("nab,nb->na", sites.prec, marg.mean)
+    alpha = site_residual(marg, sites)
     mean = (Ks.T @ alpha.reshape(-1)).reshape(-1, D)
     if D > 1:
         cov = _predict_chol(prior, sites, mean, Ks, kss)

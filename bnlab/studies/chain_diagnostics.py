@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.special import ndtri
-from scipy.stats import rankdata
 
 __all__ = ["split_chains", "rank_normalise", "rhat", "ess", "bulk_ess", "summary"]
 
@@ -46,7 +45,10 @@ def split_chains(draws) -> np.ndarray:
 
 
 def rank_normalise(draws) -> np.ndarray:
-    """Φ⁻¹((r − 3/8) / (S + 1/4)) of the pooled ranks r (average ranks for ties)."""
+    """Φ⁻¹((r − 3/8) / (S + 1/4)) of the pooled ranks r (average ranks for ties).
+    scipy.stats is imported here: it brings scipy.optimize, which ``import bnlab``
+    leaves out."""
+    from scipy.stats import rankdata
     a = np.asarray(draws, float)
     r = rankdata(a, method="average").reshape(a.shape)
     return ndtri((r - 0.375) / (a.size + 0.25))

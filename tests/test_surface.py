@@ -55,10 +55,15 @@ def test_cold_surface_equals_infer_exactly(problem, cold_surface, method):
     assert s.psd.values[~diverged].all()
 
 
-def test_warm_started_surface_reaches_the_same_fixed_points(problem, cold_surface):
+@pytest.fixture(scope="module")
+def warm_surface(problem):
     model, ds = problem
-    warm = bnlab.surface(model, ds.X, ds.y, methods=["laplace", "vi", "ep", "ep_like"],
+    return bnlab.surface(model, ds.X, ds.y, methods=["laplace", "vi", "ep", "ep_like"],
                          grid=GRID, X_test=ds.X_test, y_test=ds.y_test, warm_start=True)
+
+
+def test_warm_started_surface_reaches_the_same_fixed_points(problem, cold_surface, warm_surface):
+    warm = warm_surface
     for m in warm.scheme.values:
         a = warm.loc[{"scheme": m}]
         b = cold_surface.loc[{"scheme": m}]
@@ -225,3 +230,88 @@ def test_gkl_surface_uses_the_pure_bound_and_equals_infer(problem):
             r = bnlab.infer(model, ds.X, ds.y, method="gkl", covariance="banded", band=3,
                             params=point_params(model.init_params(), tuple(grid), (ls, var)))
             assert s.log_marginal.values[0, i, j] == pytest.approx(r.log_marginal, abs=1e-6)
+
+
+# ---- batching="vmap" (``bnlab.studies.batched``; more in test_surface_vmap) ----------
+# The same problem, grid and arguments as the surfaces above, so that the scan side's
+# programs are compiled once for the module, and the vmapped ones shared between tests.
+
+def assert_same(a, b, rtol=1e-9, atol=1e-9):
+    """Flags and iterations equal, values to ``rtol``/``atol``."""
+    for name in ("converged", "diverged", "psd", "iterations"):
+        np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)
+    for name in ("log_marginal", "log_predictive"):
+        np.testing.assert_allclose(a[name].values, b[name].values, rtol=rtol, atol=atol,
+                                   err_msg=name)
+
+
+@pytest.fixture(scope="module")
+def vmap_cold(problem):
+    model, ds = problem
+    return bnlab.surface(model, ds.X, ds.y, methods=["laplace", "vi", "ep", "ep_like", "pep"],
+                         alpha=0.5, grid=GRID, X_test=ds.X_test, y_test=ds.y_test,
+                         warm_start=False, chunk_size=3, batching="vmap")
+
+
+def test_batched_surface_equals_the_scanned_one_for_every_method(cold_surface, vmap_cold):
+    """Every grid point in one vmapped program per method: the scan path's values, flags
+    and iteration counts (which equal ``bnlab.infer``'s: the test above)."""
+    assert vmap_cold.attrs["batching"] == "vmap" and cold_surface.attrs["batching"] == "scan"
+    assert vmap_cold.converged.values.all()
+    assert_same(vmap_cold, cold_surface)
+
+
+WARM_VMAP = dict(methods=["laplace"], grid=GRID, batching="vmap", warm_start=True)
+
+
+@pytest.fixture(scope="module")
+def vmap_warm(problem):
+    model, ds = problem
+    return bnlab.surface(model, ds.X, ds.y, X_test=ds.X_test, y_test=ds.y_test, **WARM_VMAP)
+
+
+def test_warm_batched_rows_walk_as_the_scan_path(warm_surface, vmap_warm):
+    """Rows side by side, each point warm-started from its row's previous one (and the
+    first column a chain), as the scan path's walk: the same iterations, values to
+    rounding."""
+    assert_same(vmap_warm, warm_surface.sel(scheme=["laplace"]))
+
+
+def test_a_grid_split_into_many_programs_equals_one_program(problem, vmap_cold, vmap_warm):
+    """``batch_points=1``, as if memory held one point: cold, each 3-point block is
+    split over three programs; warm, every row is a program of its own. The values of
+    the unsplit surfaces, progress once per batch."""
+    model, ds = problem
+    seen = []
+    cold = bnlab.surface(model, ds.X, ds.y, methods=["laplace"], grid=GRID, X_test=ds.X_test,
+                         y_test=ds.y_test, warm_start=False, chunk_size=3, batching="vmap",
+                         batch_points=1, progress=seen.append)
+    assert_same(cold, vmap_cold.sel(scheme=["laplace"]), rtol=1e-12, atol=1e-12)
+    assert len(seen) == 3 and seen[-1] == 1.0             # one batch per block
+    seen.clear()
+    warm = bnlab.surface(model, ds.X, ds.y, X_test=ds.X_test, y_test=ds.y_test,
+                         batch_points=1, progress=seen.append, **WARM_VMAP)
+    assert_same(warm, vmap_warm, rtol=1e-12, atol=1e-12)
+    assert len(seen) == 4 and seen[-1] == 1.0             # the column, then each row
+
+
+def test_a_batched_surface_cancels_and_resumes_from_its_store(problem, tmp_path):
+    """A cancel after the first batch keeps it, and its blocks in the store; a rerun reads
+    them, computes the rest, and equals the uninterrupted surface."""
+    model, ds = problem
+    kw = dict(X_test=ds.X_test, y_test=ds.y_test, batch_points=1, workers=1, **WARM_VMAP)
+    reference = bnlab.surface(model, ds.X, ds.y, **kw)
+    store = tmp_path / "surf.zarr"
+    stop, seen = threading.Event(), []
+
+    def progress(fraction):
+        seen.append(fraction)
+        stop.set()
+    first = bnlab.surface(model, ds.X, ds.y, store=store, progress=progress, cancel=stop, **kw)
+    lml = first.log_marginal.values[0]
+    assert first.attrs["cancelled"] == 1 and len(seen) == 1
+    assert np.isfinite(lml[:, 0]).all() and np.isnan(lml[:, 1:]).all()   # the column only
+    again = bnlab.surface(model, ds.X, ds.y, store=store, **kw)
+    assert again.attrs["blocks_from_store"] == 1 and again.attrs["cancelled"] == 0
+    for name in ("log_marginal", "log_predictive", "iterations", "converged", "diverged", "psd"):
+        np.testing.assert_array_equal(again[name].values, reference[name].values)

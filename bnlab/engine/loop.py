@@ -60,7 +60,9 @@ mixing ``_mixed``, ``_mixed_step_worse`` (the residual safeguard) and ``_next_hi
 the PD/finiteness rejection ``_validity``.
 
 Everything is a pure function of (params, X, y, settings, state), so it jit-compiles
-and vmaps over hyperparameters. ``Engine`` objects are cached per (model structure,
+and vmaps over hyperparameters; the step's own branches (Anderson mixing, its residual
+safeguard) are ``batch_axis.cond``, which a batched surface keeps as branches taken
+for the whole batch rather than selects that run both. ``Engine`` objects are cached per (model structure,
 method, cubature), so repeated calls reuse compiled code.
 """
 from __future__ import annotations
@@ -72,7 +74,7 @@ import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
 from .. import cubature
-from . import anderson
+from . import anderson, batch_axis
 from .._runtime.compiled import CompiledCache
 from .energies import energy as compute_energy
 from .energies import energy_and_derivatives
@@ -171,8 +173,14 @@ class Engine:
         prior = self.structure.prepare(self.model, params, X)
         if sites is None:
             sites = init_sites(X.shape[0], self.model.num_latents)
+        return self.start_pure(params, y, settings, prior, sites)
+
+    def start_pure(self, params, y, settings, prior, sites) -> State:
+        """``init_pure`` from a prepared prior (``structure.prepare``): the starting
+        state at ``sites`` (the batched surfaces restart a point from its prior)."""
+        N = sites.nat1.shape[0]
         marg = self._marginals(prior, sites)
-        aux = self.method.init_aux(X.shape[0], self.model.num_latents)
+        aux = self.method.init_aux(N, self.model.num_latents)
         energy, objective, derivatives = self._energy(params, y, marg, sites, settings)
         step_size = jnp.asarray(settings.rho, float)
         history = (anderson.empty(ravel_pytree(sites)[0].size, self.accelerated.depth)
@@ -301,7 +309,7 @@ class Engine:
             use = use & (settings.rho < 1)
         if self.accelerated.guard == "objective":
             use = use & settings.backtrack
-        return jax.lax.cond(use, mixed, lambda: plain), _Mix(use, x, residual)
+        return batch_axis.cond(use, mixed, lambda: plain), _Mix(use, x, residual)
 
     def _mixed_step_worse(self, params, X, y, settings, proposal: State, mix, invalid):
         """The residual safeguard (``Mixing.guard == "residual"``: EP, Power EP, damped
@@ -319,8 +327,8 @@ class Engine:
             x = ravel_pytree(proposal.sites)[0]
             return anderson.relative_norm(ravel_pytree(plain)[0] - x, x) > current
 
-        return jax.lax.cond(mix.extrapolated & ~invalid, residual_grew,
-                            lambda: jnp.asarray(False))
+        return batch_axis.cond(mix.extrapolated & ~invalid, residual_grew,
+                               lambda: jnp.asarray(False))
 
     def _next_history(self, state: State, mix, accepted):
         """The Anderson history after the step: the secant pair (x_k, G(x_k) − x_k) of

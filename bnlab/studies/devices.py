@@ -42,16 +42,20 @@ def local_devices(devices=None) -> tuple:
     return devices
 
 
-def sharded(fn: Callable, devices: tuple, n_batched: int, key) -> Callable:
+def sharded(fn: Callable, devices: tuple, n_batched: int, key, mapped: bool = True) -> Callable:
     """jit of ``fn`` mapped over the leading axis of its first ``n_batched`` arguments,
     that axis split over ``devices`` (its length must be a multiple of their number);
     the remaining arguments (pytrees) are replicated. Outputs keep the leading axis.
-    Compiled once per (``key``, devices)."""
+    With ``mapped=False`` ``fn`` takes the batch itself (its leading axis): each device
+    calls it once on its share (``studies.batched``'s vmapped programs). Compiled once
+    per (``key``, devices, mapped)."""
     def build():
         mesh = Mesh(np.array(devices), (AXIS,))
 
         def per_device(*args):
             batched, rest = args[:n_batched], args[n_batched:]
+            if not mapped:
+                return fn(*batched, *rest)
             return jax.lax.map(lambda xs: fn(*xs, *rest), batched)
 
         def call(*args):
@@ -61,7 +65,7 @@ def sharded(fn: Callable, devices: tuple, n_batched: int, key) -> Callable:
 
         return jax.jit(call)
 
-    return _SHARDED.get((key, tuple(devices), n_batched), build)
+    return _SHARDED.get((key, tuple(devices), n_batched, mapped), build)
 
 
 def pad_to(items: list, multiple: int) -> list:

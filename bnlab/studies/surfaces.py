@@ -5,14 +5,18 @@ convergence; the surface records its energy (its approximation of log p(y|θ)) �
 Li, John & Solin (2023, §5.1, Fig. 2), where the grid is 21 × 21 over (log ℓ, log σ)
 and the values are divided by n.
 
-Batching: the points of a chunk run inside one compiled program — ``lax.scan`` over
-``Engine.run_pure`` (why not ``vmap``: see ``_solver``) — compiled once per method;
+Batching (``batching="scan"``, the default on CPUs): the points of a chunk run inside
+one compiled program — ``lax.scan`` over ``Engine.run_pure`` (why not ``vmap`` on a
+CPU: see ``_solver``) — compiled once per method;
 independent chunks (default: one grid row each) run at the same time: batched over
 every local JAX device (``studies.devices``) from a pool of ``workers`` threads, or as
 tasks of a Dask cluster (``studies.dask_blocks``) (``surface_blocks`` schedules them),
 so memory holds one point's N × N matrices per block in flight, and progress is
 reported, cancellation checked and finished blocks stored (``studies.store``) between
-chunks.
+chunks. ``batching="vmap"`` (the default on accelerators) solves many points in one
+program instead: the engine's step vmapped over them inside one ``while_loop``, each
+point frozen once done (``studies.batched``); the blocks, their order, the store,
+cancel, progress (per batch of blocks) and Dask tasks are the same.
 
 Warm start (default): the first grid column is walked top to bottom, then every row
 (rows = the *first* grid axis) from its first point: each point starts from the
@@ -43,6 +47,7 @@ from ..engine.state import Settings
 from ..inference import prepare_problem, validate_data, validate_settings
 from ..methods.registry import check_method_name
 from ..sites import Sites, init_sites
+from .batched import points_per_program, solve_groups, state_bytes
 from .devices import local_devices, pad_to, sharded
 from .work_limits import check_surface_size
 from .surface_blocks import ThreadPool, default_workers, for_runs, padded, plan_blocks, run_blocks
@@ -127,7 +132,9 @@ def _solver(engine, extra, names, max_iters, with_test, alpha_axis, devices):
     vmapped ``while_loop`` runs every point for as many iterations as the slowest one,
     and the model's ``lax.cond`` (√W form vs signed √W form) becomes a ``select``
     that evaluates both branches — together several times the work. The scan keeps each point's
-    cost equal to a single ``bnlab.infer`` call, compiled once per chunk length."""
+    cost equal to a single ``bnlab.infer`` call, compiled once per chunk length. On an
+    accelerator those costs are small beside a kernel launch per matrix and step, and
+    ``batching="vmap"`` (``studies.batched``) is the better form."""
     key = (engine, extra, names, trace_length(max_iters), with_test, alpha_axis)
     return sharded(_SOLVERS.get(key, lambda: _build_solver(*key)), devices, 4, key)
 
@@ -228,7 +235,8 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
             tol=1e-8, backtracking=True, acceleration=True, cubature=("gauss_hermite", 20),
             warm_start=True, chunk_size=None, workers=None, devices=None, client=None,
             store=None, progress: Callable[[float], None] | None = None, cancel=None,
-            method_options=None, mcmc_options=None, max_work=None) -> xr.Dataset:
+            method_options=None, mcmc_options=None, max_work=None, batching="auto",
+            batch_points=None) -> xr.Dataset:
     """Evaluate each method's approximate log marginal likelihood on a 2-D grid.
 
     ``grid``: {name: values, name: values} over kernel hyperparameters (lengthscale,
@@ -257,11 +265,26 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
     become tasks on its workers (G-KL stays in this process; a worker lost mid-run has
     its tasks recomputed elsewhere);
     ``attrs["workers"]`` records how many took part.
+    ``batching``: how a site method's grid points share a compiled program. "scan":
+    the points of a block one after another (``lax.scan``), blocks side by side on the
+    devices and threads — the fast form on a CPU, where LAPACK factors matrix by
+    matrix. "vmap": many points in one program, a ``while_loop`` stepping all of them
+    at once, each frozen once converged or diverged (``bnlab.studies.batched``) — the
+    form for an accelerator, where one batched kernel costs about what one matrix's
+    does; with ``warm_start`` the rows advance side by side, each point warm-started
+    as on the scan path, without it every point is independent. "auto" (default):
+    "vmap" where the devices are not CPUs, else "scan". Recorded in
+    ``attrs["batching"]``. Both give the same values to the convergence tolerance and
+    the same flags. ``batch_points``: with "vmap", grid points held by one program on
+    each device (default: as many as fit in ``DEVICE_FRACTION`` of the device's free
+    memory, or ``CPU_BYTES`` on a CPU; ``bnlab.studies.batched``); a larger grid is
+    split into several programs, never refused.
     ``store``: a Zarr path: every finished site-method block is written there, and a
     rerun with the same arguments reads them back (``attrs["blocks_from_store"]``),
     computing only what is missing; other arguments are an error naming what differs
     (``bnlab.studies.store``). AIS results are kept per point in bnlab's disk cache.
-    ``progress(fraction)`` is called after every chunk; ``cancel`` (a threading.Event
+    ``progress(fraction)`` is called after every chunk (with "vmap": every batch of
+    chunks); ``cancel`` (a threading.Event
     or a callable returning True) stops between chunks, keeping finished values (NaN
     elsewhere) and setting ``attrs["cancelled"] = 1``.
     ``max_work``: the most work allowed (default ``work_limits.MAX_WORK``, about an hour
@@ -316,6 +339,11 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
     devs = local_devices(devices)
     if workers is not None and int(workers) < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
+    batching = _resolve_batching(batching, devs)
+    if batch_points is not None and int(batch_points) < 1:
+        raise ValueError(f"batch_points must be at least 1, got {batch_points}")
+    if workers is None and batching == "vmap" and client is None:
+        workers = 1                  # one program in flight holds the memory budget
     total = len(blocks) * len(groups) + P * (("gkl" in methods) + ("mcmc" in methods))
     done, cancelled = 0, False
 
@@ -335,16 +363,25 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
                  y_test if with_test else np.zeros(1))
         spec = SiteRunSpec(model, run, tuple(cubature), tuple(method_options.get(run, {}).items()),
                            extra, names, int(max_iters[run]), with_test, run != "ep",
-                           jax.tree_util.tree_map(np.asarray, const))
+                           jax.tree_util.tree_map(np.asarray, const), batching,
+                           int(batch_points or 0))
+        if batching == "vmap":
+            spec = spec._replace(point_bytes=state_bytes(
+                get_engine(model, run, tuple(cubature), spec.options), X, y, base, names))
         site_runs.append(_SiteRun(spec, members, thetas, N, D))
     if client is not None:
         from .dask_blocks import DaskPool
         pool, batch, task_devices = DaskPool(client), 1, 1
+        if batching == "vmap":       # the workers split a batch to their own memory
+            batch = _blocks_per_batch(site_runs, blocks, warm_start, (jax.devices("cpu")[0],), 1)
     else:
         pool = ThreadPool(int(workers) if workers is not None else default_workers(devs))
         batch, task_devices = len(devs), devs
-        for r in site_runs:          # one compiled program per run, shared by the threads
-            _site_solver(r.spec, devs)
+        if batching == "vmap":
+            batch = _blocks_per_batch(site_runs, blocks, warm_start, devs, pool.slots)
+        else:
+            for r in site_runs:      # one compiled program per run, shared by the threads
+                _site_solver(r.spec, devs)
     from_store = 0
     try:
         if site_runs:
@@ -368,7 +405,8 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
     finally:
         pool.close()
     ds = _dataset(results, methods, axes, shape, N, with_test, cancelled, warm_start, model)
-    ds.attrs.update(devices=len(devs) if client is None else 1, blocks_from_store=from_store)
+    ds.attrs.update(devices=len(devs) if client is None else 1, blocks_from_store=from_store,
+                    batching=batching)
     if client is not None:
         ds.attrs["workers"] = pool.workers_used
     return ds
@@ -394,6 +432,34 @@ class SiteRunSpec(NamedTuple):
     with_test: bool
     alpha_axis: bool
     const: tuple
+    batching: str = "scan"   # "scan" or "vmap" (``surface``'s ``batching``)
+    batch_points: int = 0    # "vmap": points per program and device (0: from memory)
+    point_bytes: int = 0     # "vmap": one point's iterate (``batched.state_bytes``)
+
+
+BATCHINGS = ("auto", "vmap", "scan")
+
+
+def _resolve_batching(batching, devices) -> str:
+    """``batching`` with "auto" made "vmap" on accelerators and "scan" on CPUs."""
+    if batching not in BATCHINGS:
+        raise ValueError(f"batching must be one of {BATCHINGS}, got {batching!r}")
+    if batching == "auto":
+        return "scan" if devices[0].platform == "cpu" else "vmap"
+    return batching
+
+
+def _points_per_program(spec, devices, workers=1) -> int:
+    return spec.batch_points or points_per_program(spec.point_bytes, devices, workers)
+
+
+def _blocks_per_batch(site_runs, blocks, warm_start, devices, workers) -> int:
+    """Blocks the scheduler hands to one vmapped call: as many as its programs hold at
+    once (with warm starts a block's points run one after another, so a block holds
+    one point; without, all of its points), over every device."""
+    held = 1 if warm_start else max(len(b.points) for b in blocks)
+    points = min((_points_per_program(r.spec, devices, workers) for r in site_runs), default=1)
+    return max(1, points * len(devices) // held)
 
 
 def _site_solver(spec, devices):
@@ -402,12 +468,18 @@ def _site_solver(spec, devices):
                    spec.alpha_axis, devices)
 
 
-def solve_site_blocks(spec: SiteRunSpec, thetas, nat1, prec, has, warm, devices) -> dict:
+def solve_site_blocks(spec: SiteRunSpec, thetas, nat1, prec, has, warm, devices,
+                      lanes=0) -> dict:
     """Solve a batch of blocks (leading axis) of ``spec``'s run on ``devices`` (a tuple of
     this process's devices, or a count): thetas (B, L, 2), warm-start sites nat1 (B, N, D)
     and prec (B, N, D, D), has (B,) whether they are converged sites. Returns the per-point
-    outputs as numpy arrays (B, L, ...)."""
+    outputs as numpy arrays (B, L, ...). With "vmap" batching, ``lanes`` is the
+    scheduler's usual batch (``batched.solve_groups`` pads a smaller one to it)."""
     devs = local_devices(devices)
+    if spec.batching == "vmap":
+        engine = get_engine(spec.model, spec.run, spec.cubature, spec.options)
+        return solve_groups(engine, spec, thetas, nat1, prec, has, warm, devs,
+                            _points_per_program(spec, devs), lanes)
     solve = _site_solver(spec, devs)
     B = thetas.shape[0]
     rows = pad_to(list(range(B)), len(devs))
@@ -428,7 +500,7 @@ class _SiteRun:
         self.prec = np.zeros((thetas.shape[0], N, D, D))
         self.ok = np.zeros(thetas.shape[0], bool)   # converged sites usable as a warm start
 
-    def task(self, blocks, length, warm_start, devices, spec):   # in the calling thread
+    def task(self, blocks, length, warm_start, devices, spec, lanes):   # in the calling thread
         """(function, arguments) solving ``blocks`` (``solve_site_blocks``)."""
         has = np.array([b.source >= 0 and self.ok[b.source] for b in blocks])
         pick = lambda mine, cold: np.stack([mine[b.source] if h else cold
@@ -436,7 +508,7 @@ class _SiteRun:
         return solve_site_blocks, (
             spec, np.stack([self.thetas[padded(b.points, length)] for b in blocks]),
             pick(self.nat1, np.asarray(self.cold.nat1)), pick(self.prec, np.asarray(self.cold.prec)),
-            has, bool(warm_start), devices)
+            has, bool(warm_start), devices, lanes)
 
     def store(self, block, out, results):                   # in the calling thread
         idx = block.points
@@ -473,9 +545,14 @@ def _run_site_blocks(site_runs, blocks, warm_start, results, cancel, report, poo
                 done.add(i)
                 report()
 
+    # the usual batch: at most as many blocks as become ready together (a spine
+    # block's rows, or every block when they are independent)
+    children = np.bincount([b.after + 1 for b in blocks])
+    lanes = int(min(batch, children.max()))
+
     def task(group):
         return site_runs[group[0].run].task(group, length, warm_start, devices,
-                                            specs[group[0].run])
+                                            specs[group[0].run], lanes)
 
     def store(group, out):
         for k, b in enumerate(group):
@@ -483,7 +560,7 @@ def _run_site_blocks(site_runs, blocks, warm_start, results, cancel, report, poo
             site_runs[b.run].store(b, mine, results)
             if block_store is not None:
                 block_store.save(site_runs[b.run].run, position[id(b)], mine)
-            report()
+        report(len(group))               # once per batch
 
     cancelled = run_blocks(plan, task, store, pool=pool, batch=batch, done=done,
                            cancelled=lambda: _is_cancelled(cancel))

@@ -295,3 +295,35 @@ def test_clicks_at_random_moments_leave_the_step_asked_for_last():
         assert st["stop"] == "converged"
         np.testing.assert_allclose(st["energy"], _run(tour, wanted).energy[-1], atol=1e-8)
     assert lab.live.runner.method == tour.settings(wanted)["method"]
+
+
+def test_quick_clicks_from_panels_worker_threads_each_count():
+    """Panel hands each click to one of its worker threads: 200 clicks on Next from
+    eight threads at once, with the interpreter switching threads as often as it can,
+    move the tour 200 steps on (a Next that read the step asked for before another
+    click wrote it was lost), and as many on Back bring it to the first step again."""
+    import sys
+    import threading
+    long_tour = tours.Tour(key="long", title="long", summary="", base={},
+                           steps=tuple(tours.Step(f"step {k}") for k in range(260)))
+    panel = tours.TourPanel(PagesOnly(), perform_actions=False)
+    panel.tour = long_tour
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for delta, expected in ((+1, 200), (-1, 0)):
+            start = threading.Barrier(8)
+
+            def clicks():
+                start.wait()
+                for _ in range(25):
+                    panel.move(delta)
+
+            threads = [threading.Thread(target=clicks) for _ in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(60)
+            assert panel._wanted == expected and panel.index == expected
+    finally:
+        sys.setswitchinterval(interval)

@@ -239,8 +239,8 @@ def tour_list_markdown() -> str:
 
 
 class TourPanel(pn.viewable.Viewer):
-    """The narration above the pages: title, step k of n, the step's text, Back / Next /
-    Replay / Exit. Hidden while no tour is open.
+    """The narration above the pages: Back / Next / Exit / Replay, then the title, step k
+    of n and the step's text. Hidden while no tour is open.
 
     A state machine that no click can race. A click only names the step wanted (Next
     and Back count from the last step asked for, not the one on screen) and returns;
@@ -272,8 +272,11 @@ class TourPanel(pn.viewable.Viewer):
         self.next.on_click(lambda e: self.move(+1))
         self.replay.on_click(lambda e: self.lab.live.replay())
         self.exit.on_click(lambda e: self.close())
-        self.layout = pn.Column(self.heading, self.text,
-                                controls_row(self.back, self.next, self.replay, self.exit),
+        # the buttons first, Replay (shown on steps with a run) last: a heading or a
+        # step's text of another length (a narrow column wraps them), or a step without
+        # a run, never moves a button under the pointer of someone clicking on
+        self.layout = pn.Column(controls_row(self.back, self.next, self.exit, self.replay),
+                                self.heading, self.text,
                                 css_classes=["bn-tour", CLOSED_CLASS], visible=False,
                                 sizing_mode="stretch_width")
 
@@ -342,21 +345,26 @@ class TourPanel(pn.viewable.Viewer):
 
     def move(self, delta: int):
         """Back (−1) or Next (+1), counted from the step asked for last: three quick
-        clicks on Next go three steps on, whatever is still being shown."""
-        with self._state:
-            wanted = self._wanted
-        self.go(wanted + delta)
+        clicks on Next go three steps on, whatever is still being shown. The count is
+        read and written under one lock: Panel hands clicks to several threads, and two
+        clicks that each read the step before the other wrote it would count once."""
+        self._ask(lambda wanted: wanted + delta, apply_settings=True)
 
     def go(self, k: int, apply_settings: bool = True):
         """Ask for step ``k`` (clamped to the tour): its settings (unless not
         ``apply_settings``), its page controls and page, then its actions; the address
         names the tour and step. Shown on this thread unless another is showing steps
         already; that one moves on to ``k`` as soon as it can (see the class doc)."""
+        self._ask(lambda wanted: k, apply_settings)
+
+    def _ask(self, target, apply_settings: bool):
+        """Ask for step ``target(step asked for last)``, then show steps on this thread
+        until the newest asked for is shown, unless another thread does so already."""
         with self._state:
             if self.tour is None:
                 return
             n = len(self.tour.steps)
-            self._wanted = wanted = min(max(int(k), 0), n - 1)
+            self._wanted = wanted = min(max(int(target(self._wanted)), 0), n - 1)
             self._apply, self._asked = apply_settings, self._asked + 1
             self.back.disabled, self.next.disabled = wanted == 0, wanted == n - 1
             if self._showing:

@@ -84,3 +84,42 @@ def test_surfaces_page_counts_the_unresolved_cells():
     assert "at all 6 cells: resolved" in interval_note(ds(np.ones((2, 3), bool)))
     assert interval_note(ds(some).drop_vars(["mcmc_upper"])) == ""
     assert mcmc_note(ds(some)).startswith(interval_note(ds(some)))
+
+
+def test_surfaces_page_greys_the_cells_mcmc_cannot_order():
+    """A cell is grey on the MCMC panel, and the dashed MCMC contour leaves it out,
+    where MCMC's interval ([lower − 2 se, upper + 2 se]) is wider than the tolerance
+    and than the approximations' spread there; a cell within tolerance, or whose
+    interval is narrower than the spread, keeps its contour."""
+    import xarray as xr
+
+    from bnlab.ui.mcmc_notes import unsettled_cells
+    from bnlab.ui.surfaces import contour_layout
+    laplace = np.array([[-10.5, -9.5, -8.5], [-11.0, -10.0, -9.0]])
+    ep = laplace + np.array([[0.4, 0.4, 0.01], [0.4, 0.01, 0.4]])    # spread 0.4 or 0.01
+    lower = ep + 0.05
+    upper = lower + np.array([[0.3, 0.3, 0.3], [0.01, 0.3, 0.3]])     # widths +4 se
+    within = np.array([[False, False, False], [True, False, False]])  # converged flag
+    dims = ("scheme", "variance", "lengthscale")
+    ds = xr.Dataset({"log_marginal": (dims, np.stack([laplace, ep, lower])),
+                     "converged": (dims, np.stack([np.ones((2, 3), bool)] * 2 + [within])),
+                     "diverged": (dims, np.zeros((3, 2, 3), bool)),
+                     "mcmc_lower": (dims[1:], lower), "mcmc_upper": (dims[1:], upper),
+                     "mcmc_lower_se": (dims[1:], np.full((2, 3), 0.01)),
+                     "mcmc_upper_se": (dims[1:], np.full((2, 3), 0.01))},
+                    coords={"scheme": ["laplace", "ep", "mcmc"], "variance": [0.5, 1.0],
+                            "lengthscale": [0.5, 1.0, 2.0]},
+                    attrs={"n_train": 1, "mcmc_tolerance": 0.05})
+    # widths 0.34 (0.05 at the converged cell) against spreads 0.4, 0.4, 0.01 / 0.4, 0.01, 0.4
+    expected = np.array([[False, False, True], [False, True, False]])
+    np.testing.assert_array_equal(unsettled_cells(ds), expected)
+    panels = contour_layout(ds, variable="log_marginal").values()
+    mcmc_panel = [p for p in panels if any(e.group == "Unsettled" for e in p.values())]
+    assert len(mcmc_panel) == 1
+    grey = [e for e in mcmc_panel[0].values() if e.group == "Unsettled"][0]
+    np.testing.assert_array_equal(np.isfinite(grey.dimension_values(2, flat=False)), expected)
+    for p in panels:
+        if p is mcmc_panel[0]:
+            continue
+        contours = [e for e in p.values() if type(e).__name__ == "Contours"]
+        assert len(contours) == 2          # the panel's own, and MCMC's dashed one

@@ -57,24 +57,28 @@ def test_trace_and_band_csv_hold_the_shown_numbers(lab_browser, lab_url):
 
 
 def test_mcmc_csv_holds_the_shown_reference(lab_browser, lab_url):
-    """Offered once the MCMC reference is shown: its log p(y), standard error and
-    effective sample size are the status line's, and its band one row per data point."""
+    """Offered once the MCMC reference is shown: its interval for log p(y), forward and
+    reverse estimates with their standard errors and effective sample size are the
+    status line's, and its band one row per data point."""
     import re
     ctx, page = _open(lab_browser, lab_url)
     assert not page.get_by_text("⤓ MCMC CSV", exact=True).is_visible()
     page.get_by_role("button", name="MCMC reference").click()
     page.wait_for_selector(".bn-mcmc .bn-ess", timeout=300_000)
     shown = " ".join(page.locator(".bn-mcmc div").all_inner_texts())   # in a shadow root
-    log_z, se, ess = re.search(r"log p\(y\) ≈ (-?[\d.]+) ± ([\d.]+).*effective sample size "
-                               r"(\d+)", shown).groups()
+    lo, hi, log_z, se, upper, upper_se, ess = re.search(
+        r"log p\(y\) ∈ \[(-?[\d.]+), (-?[\d.]+)\].*log p\(y\) ≈ (-?[\d.]+) ± ([\d.]+).*"
+        r"reverse AIS ≈ (-?[\d.]+) ± ([\d.]+).*effective sample size (\d+)", shown).groups()
     rows = _download(page, "⤓ MCMC CSV")
     described = page.get_by_text(re.compile(r"\d+ training points")).first.inner_text()
     n = int(re.search(r"(\d+) training points", described).group(1))
     assert len(rows) == n
     for r in rows:
         assert float(r["lower"]) <= float(r["mean"]) <= float(r["upper"])
-        assert (f"{float(r['log_p_y']):.3f}", f"{float(r['log_p_y_se']):.3f}",
-                f"{float(r['ess']):.0f}") == (log_z, se, ess)
+        assert tuple(f"{float(r[c]):.3f}" for c in (
+            "interval_lower", "interval_upper", "log_p_y_lower", "log_p_y_lower_se",
+            "log_p_y_upper", "log_p_y_upper_se")) == (lo, hi, log_z, se, upper, upper_se)
+        assert f"{float(r['ess']):.0f}" == ess
     assert [float(r["x"]) for r in rows] == sorted(float(r["x"]) for r in rows)
     ctx.close()
 

@@ -170,7 +170,11 @@ def test_csv_exports_hold_the_plotted_numbers():
     table = np.genfromtxt(io.StringIO(text), delimiter=",", names=True)
     for col in ("x", "mean", "lower", "upper"):
         np.testing.assert_array_equal(table[col], shown[col])
-    for col, value in (("log_p_y", ref.log_z), ("log_p_y_se", ref.log_z_se), ("ess", ref.ess),
+    for col, value in (("log_p_y_lower", ref.log_z), ("log_p_y_lower_se", ref.log_z_se),
+                       ("log_p_y_upper", ref.log_z_upper),
+                       ("log_p_y_upper_se", ref.log_z_upper_se),
+                       ("interval_lower", ref.interval[0]), ("interval_upper", ref.interval[1]),
+                       ("resolved", float(ref.converged)), ("ess", ref.ess),
                        ("chains", 16), ("temperatures", 30)):
         np.testing.assert_array_equal(table[col], value)
     lab.settings.lengthscale = 2.0            # another posterior: the reference is dropped

@@ -64,11 +64,18 @@ def _table(columns: dict) -> str:
 def mcmc_csv(truth: dict) -> str:
     """The MCMC reference as the posterior plot shows it (``MCMCReference.truth_for``):
     the weighted mean and ±2σ band of f at the training inputs, by x, and on every row
-    the run's log p(y), its standard error, the effective sample size and the schedule
-    (one plain table: not every CSV reader skips a comment line, numpy's header
-    reading takes it for the column names)."""
+    the run's log p(y) as the page states it: forward AIS (a stochastic lower bound) and
+    reverse AIS (an upper one), each with its standard error, the interval
+    [lower − 2 se, upper + 2 se], whether it is narrower than the tolerance (1 or 0),
+    the weights' effective sample size and the schedule (one plain table: not every CSV
+    reader skips a comment line, numpy's header reading takes it for the column
+    names)."""
     b = truth["band"]
-    run = {"log_p_y": truth["log_z"], "log_p_y_se": truth["log_z_se"], "ess": truth["ess"],
+    lo, hi = truth["interval"]
+    run = {"log_p_y_lower": truth["log_z"], "log_p_y_lower_se": truth["log_z_se"],
+           "log_p_y_upper": truth["log_z_upper"], "log_p_y_upper_se": truth["log_z_upper_se"],
+           "interval_lower": lo, "interval_upper": hi,
+           "resolved": float(bool(truth["converged"])), "ess": truth["ess"],
            "chains": truth["num_chains"], "temperatures": truth["num_temps"]}
     n = len(b["x"])
     return _table({**{c: b[c] for c in ("x", "mean", "lower", "upper")},

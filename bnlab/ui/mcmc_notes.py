@@ -15,6 +15,32 @@ def mcmc_note(ds, remedy: str = "") -> str:
     return "<br>".join(t for t in (interval_note(ds, remedy), standard_error_note(ds, remedy)) if t)
 
 
+def unsettled_cells(ds):
+    """The grid cells (axis0 × axis1, bool) where MCMC's interval for log p(y)
+    ([forward − 2 se, reverse + 2 se]) is wider than the surface's tolerance and than the
+    spread of the approximations' values there, so it cannot order them: the Surfaces
+    page greys these on the MCMC panel and draws the MCMC contour only elsewhere. None
+    for a surface without bounds."""
+    methods = [str(m) for m in ds["scheme"].values]
+    if "mcmc_upper" not in ds or "mcmc" not in methods:
+        return None
+    lo, hi = ds["mcmc_lower"].values, ds["mcmc_upper"].values
+    lo_se = ds["mcmc_lower_se"].values if "mcmc_lower_se" in ds else 0.0
+    hi_se = ds["mcmc_upper_se"].values if "mcmc_upper_se" in ds else 0.0
+    width = (hi + 2 * hi_se) - (lo - 2 * lo_se)
+    others = [k for k, m in enumerate(methods) if m != "mcmc"]
+    values = np.array(ds["log_marginal"].values[others], dtype=float)
+    if "diverged" in ds:
+        values[ds["diverged"].values[others].astype(bool)] = np.nan
+    with np.errstate(all="ignore"):
+        finite = np.isfinite(values)
+        spread = (np.where(finite, values, -np.inf).max(0)
+                  - np.where(finite, values, np.inf).min(0)) if others else 0.0
+        spread = np.where(finite.sum(0) >= 2, spread, 0.0) if others else 0.0
+        resolved = ds["converged"].sel(scheme="mcmc").values.astype(bool) | (width < spread)
+    return np.isfinite(width) & ~resolved
+
+
 def interval_note(ds, remedy: str = "") -> str:
     """The cells where MCMC's interval for log p(y) ([forward − 2 se, reverse + 2 se],
     ``bnlab.mcmc.AISResult.interval``) is wider than the surface's tolerance, so that
@@ -35,6 +61,11 @@ def interval_note(ds, remedy: str = "") -> str:
     line = (f"MCMC's interval for log p(y) (forward and reverse AIS, ± 2 standard errors) "
             f"is wider than {tol:g} nats at {wide} of {int(ok.sum())} cells: not resolved "
             "there, so smaller gaps between the methods are not settled")
+    grey = int(unsettled_cells(ds).sum())
+    if grey:
+        line += (f"; at {grey} of these it is also wider than the approximations' spread, so "
+                 "it cannot order them there: grey on the MCMC panel, and its dashed "
+                 "contour is drawn only at the other cells")
     methods = [str(m) for m in ds["scheme"].values]
     if "vi" in methods:
         vi = ds["log_marginal"].sel(scheme="vi").values

@@ -73,6 +73,7 @@ class MCMCReference:
             if not self.holds(problem):
                 return None
             return {"band": self.band(), "log_z": self.log_z, "log_z_se": self.log_z_se,
+                    "log_z_upper": self.log_z_upper, "log_z_upper_se": self.log_z_upper_se,
                     "interval": self.interval, "converged": self.converged,
                     "samples": self.samples, "weights": self.weights, "ess": self.ess,
                     "num_chains": self.num_chains, "num_temps": self.num_temps}

@@ -17,7 +17,7 @@ import param
 
 from . import catalog, markup
 from .layout import controls_row
-from .mcmc_notes import mcmc_note
+from .mcmc_notes import mcmc_note, unsettled_cells
 from .mcmc_ref import schedule_ladder
 from .problem import build_problem
 from .provenance import ComputedWith
@@ -159,20 +159,30 @@ def contour_layout(ds, variable="log_marginal_per_n", levels=12, trajectories=No
         lo = max(lo, float(np.percentile(finite, 5)))
         clim = (lo, hi if hi > lo else lo + 1e-9)
     methods = [str(m) for m in ds["scheme"].values]
-    ref = None
+    ref = grey = None
     if "mcmc" in methods:
+        unsettled = unsettled_cells(ds)
+        truth = vals[methods.index("mcmc")].copy()
+        if unsettled is not None and unsettled.any():
+            truth[unsettled] = np.nan          # no contour where MCMC cannot order them
+            grey = hv.Image((x, y, np.where(unsettled, 1.0, np.nan)),
+                            [f"log10 {ax1}", f"log10 {ax0}"], group="Unsettled").opts(
+                cmap=[NO_VALUE], alpha=0.75, clipping_colors={"NaN": "transparent"},
+                colorbar=False, tools=[])
         ref = hv.operation.contours(
-            hv.Image((x, y, vals[methods.index("mcmc")]), [f"log10 {ax1}", f"log10 {ax0}"],
-                     zdim), levels=levels, filled=False).opts(
+            hv.Image((x, y, truth), [f"log10 {ax1}", f"log10 {ax0}"], zdim, group="Truth"),
+            levels=levels, filled=False).opts(
             color="black", line_dash="dashed", line_width=1, cmap=["#000000"], colorbar=False,
-            show_legend=False)
+            show_legend=False) if np.isfinite(truth).any() else None
     panels = []
     for k, m in enumerate(methods):
         z = vals[k]
         img = hv.Image((x, y, z), [f"log10 {ax1}", f"log10 {ax0}"], zdim).opts(
             cmap="viridis", clim=clim, clipping_colors={"NaN": NO_VALUE},
             colorbar=True, colorbar_position="bottom",
-            tools=["hover"], title=m, width=PANEL_WIDTH, height=PANEL_HEIGHT)
+            tools=["hover"], width=PANEL_WIDTH, height=PANEL_HEIGHT,
+            title=m if grey is None or m != "mcmc" else
+            f"{m} · grey: {int(unsettled.sum())} cells it cannot order")
         layer = img * hv.operation.contours(img, levels=levels, filled=False).opts(
             cmap=["#ffffff"], line_width=1, colorbar=False, alpha=0.6, show_legend=False)
         if np.isfinite(z).any():
@@ -181,6 +191,8 @@ def contour_layout(ds, variable="log_marginal_per_n", levels=12, trajectories=No
                                                              line_width=3)
         if ref is not None and m != "mcmc":
             layer = layer * ref
+        if grey is not None and m == "mcmc":
+            layer = layer * grey
         for path in _trajectory_overlay(trajectories, ax0, ax1):
             layer = layer * path
         if current:

@@ -59,6 +59,30 @@ once it is computed on the Live page. *Surfaces* maps the approximate marginal
 likelihood over a grid of hyperparameters.
 
 The address bar always holds the current settings: copy it to share this exact demo.
+
+### The pages in detail
+* *Live*: the status line says why a run stopped (converged; diverged, by the posterior,
+  a cavity or non-finite values; the iteration cap; stalled; cancelled). Click a point
+  to compare its q(fᵢ) with its cavity and tilted distribution, click two for their
+  joint 2σ ellipse. The MCMC reference's log p(y) is an interval, forward AIS (a
+  stochastic lower bound) and reverse AIS from posterior samples (an upper bound): it
+  is *resolved* when the interval, widened by two standard errors each side, is
+  narrower than 0.05 nats; press again for four times the temperatures. Exports: the
+  trace, the band and the MCMC reference as CSV, each plot as PNG (its save tool).
+* *Compare*: each method at its own α and ρ (a diverged one draws no band). The α
+  explorer computes 21 values of α from 0.001 to 1 at once; the slider and ▶ then show
+  any of them, every diverged α marked.
+* *Surfaces*: contours on a shared colour scale, a slice view, learning trajectories
+  over every panel, CSV and netCDF downloads. A cell where a method diverged is grey;
+  lines count those cells, the ones at the iteration cap and the MCMC cells not
+  resolved. Compare and Surfaces say when the sidebar changed since they were computed.
+* *Guided tours*: Next / Back set the controls, which stay free to change in between; a
+  step shows its run already solved (⟲ Replay animates it); the address names the step,
+  and Exit takes the tour away.
+* *Presentation mode* (the header's Present switch): the sidebar folded (☰ opens it),
+  larger type; Space runs or pauses, ← / → go through a tour's steps.
+* *Copy link* brings back what the page showed: a run solved to its stop and the same
+  MCMC reference, so a student's page shows the teacher's numbers.
 """
 
 

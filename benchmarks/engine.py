@@ -195,7 +195,7 @@ def measure(args):
         print(f"{method:16s}" + "".join(_cells(*results[method][n]) for n in args.sizes),
               flush=True)
         # every compiled executable holds memory mappings; 20 methods × 3 sizes of them
-        # pass Linux's 65 530 and XLA dies mid-table (bnlab/compiled.py)
+        # pass Linux's 65 530 and XLA dies mid-table (bnlab/_runtime/compiled.py)
         clear_compiled()
         gc.collect()
     print(f"{'(cholesky ms)':16s}" + "".join(f"{1e3 * min(floors[n]):16.2f}" for n in args.sizes))

@@ -1,4 +1,4 @@
-"""``import bnlab`` leaves one OpenBLAS thread per process (bnlab/threads.py), unless
+"""``import bnlab`` leaves one OpenBLAS thread per process (bnlab/_runtime/threads.py), unless
 OPENBLAS_NUM_THREADS says otherwise. Run in fresh interpreters: the limit is process-wide."""
 import json
 import os

@@ -5,13 +5,10 @@ larger than a few hundred kilobytes over XLA's intra-op thread pool, from inside
 task of that same pool, and blocks until its pieces are done. When every worker of the
 pool is such a waiting call, no worker is left to run the pieces and the process hangs
 for good: two surface blocks solved side by side on two cores, or a single program with
-two independent batched factorisations, is enough (on two cores, two threads each
-factorising 10 × 60 × 60 matrices hang, 9 × 60 × 60 never do; eigh hangs from 4 × 80 ×
-80). Every worker then sleeps in ``BlockingCounter::Wait`` and the caller in
-``BlockUntilReady``, at 0 % CPU. jaxlib 0.9.2 hangs the same way (on eigh). jaxlib
-0.11.2 does not: 32 independent batched factorisations in one program on 16 cores, which
-hang 0.10 on 2 cores by the third call, ran 40 calls; a public report says 0.11.1
-removed that path from its public builds. So the slicing is applied below
+two independent batched factorisations, is enough. Every worker then sleeps in
+``BlockingCounter::Wait`` and the caller in ``BlockUntilReady``, at 0 % CPU. jaxlib 0.9.2
+hangs the same way (on eigh); jaxlib 0.11.2 does not (a public report says 0.11.1
+removed that path from its public builds). So the slicing is applied below
 ``FIXED_IN``, the first jaxlib seen not to hang.
 
 On the CPU each such primitive's batch is lowered as a loop over slices of at most

@@ -31,12 +31,13 @@ def expected_log_lik_derivatives(lik, rule, lik_params, y, mean, cov):
 
     CVI's site precision is −2∇_C L̄ (the gradient in the mean parameter E[ffᵀ]; Khan &
     Lin 2017). Wilkinson et al. (2023, eq. 15) write it as −∇²_m L̄, which Price's
-    theorem makes equal for the exact expectation, but not for a cubature: with
-    Gauss–Hermite-20 and a wide q (prior variance e^5–e^10 under a probit likelihood,
-    n = 281) the ∇²_m fixed point sat 0.5–30 nats below the maximum of the ELBO the
-    engine reports (measured against G-KL with the same rule). With the variance
-    derivative CVI is exactly natural-gradient ascent of that ELBO: its fixed point is
-    the ELBO's stationary point, G-KL's full-covariance optimum, at every variance; and
+    theorem makes equal for the exact expectation, but not for a cubature: under a wide
+    q (a large prior variance) the ∇²_m fixed point is not a stationary point of the
+    cubature's ELBO, which the engine reports, and sits well below its maximum (G-KL's
+    optimum with the same rule; benchmarks/README.md, "Accuracy behind the code").
+    With the variance derivative CVI is exactly natural-gradient ascent of that ELBO:
+    its fixed point is the ELBO's stationary point, G-KL's full-covariance optimum, at
+    every variance; and
     for a log-concave likelihood H ≤ 0 still holds under any symmetric rule (g'
     decreasing makes Σ w_k g'(m + √C x_k) x_k ≤ 0). We follow the variance derivative."""
     value, (grad_m, grad_C) = jax.value_and_grad(

@@ -115,15 +115,14 @@ def _variances_sqrt(K, lam, s, L_inv, signed=None):
     instead of the N³ flops of V = L⁻¹SK in C_nn = K_nn − ‖V_:n‖² (R&W Alg. 3.2;
     signed: Σ_k σ_k V_kn²). The short form cancels when |λ_n| C_nn is tiny:
     [B⁻¹]_nn carries an absolute error of about ε‖B‖ ≤ ε(1 + Σ λ_n K_nn), so it is
-    trusted only where ε(1 + Σ λ_n K_nn)/(λ_n C_nn) ≤ 1e-7 (observed errors on the
-    surface grid of benchmarks/surface.py were 100–1000× below this estimate, ≤ 7e-10
-    relative). Signed, B⁻¹ is not bounded by I: a factor with LΣLᵀ = B + ΔB,
+    trusted only where ε(1 + Σ λ_n K_nn)/(λ_n C_nn) ≤ 1e-7, a bound the observed
+    errors stay well inside (benchmarks/README.md, "Accuracy behind the code").
+    Signed, B⁻¹ is not bounded by I: a factor with LΣLᵀ = B + ΔB,
     |ΔB| ≲ ε|L||L|ᵀ, gives |δ[B⁻¹]_nn| = |uᵀΔBu| ≲ ε‖L‖²_F ‖L⁻¹‖² a_n for u = B⁻¹e_n,
-    a_n = Σ_k (L⁻¹)²_kn; the estimate takes ‖L⁻¹‖² ≈ max_k a_k, a lower bound (on
-    pl2's benchmark states at N = 200, 500 and 1000 — a third to a half of the sites
-    negative — the observed errors, ≤ 8.4e-11 relative against a dense solve, were
-    12–80× below it and no column was flagged; ‖L⁻¹‖²_F instead, an upper bound,
-    flagged 150–250 columns at N = 1000 and sent them all to the N³ product form).
+    a_n = Σ_k (L⁻¹)²_kn; the estimate takes ‖L⁻¹‖² ≈ max_k a_k, a lower bound that
+    still exceeds the observed errors on pl2's states, a third to a half of their sites
+    negative, whereas the upper bound ‖L⁻¹‖²_F would send many columns to the N³
+    product form for nothing (same section).
     Elsewhere — zero sites at initialisation, or the few sites with tiny λ_n
     at a large prior variance — C_nn = K_nn − ‖V_:n‖², for those columns only when they
     are at most ``PATCHED_COLUMNS`` (2N² flops each), else for all. V comes from the

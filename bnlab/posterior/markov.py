@@ -104,10 +104,11 @@ def _site_update(mp, Pp, nu, Lam, idx):
 
 # -- small batched linear algebra, unrolled over the state size S ----------------------
 # jaxlib's batched LAPACK custom calls (cholesky/eigh/solve over 10⁶ small matrices)
-# deadlock on this machine's CPU runtime on repeated calls, and XLA fuses these
-# unrolled loops well; S ≤ 6 here. Unpivoted LU (Doolittle): the matrices factorised
-# are predictive covariances (symmetric, PD unless the posterior is not) and
-# I + C J (similar to a PD matrix), whose leading minors are generically nonzero.
+# can deadlock the CPU runtime below jaxlib 0.11.2 (``bnlab._runtime.lapack_batches``),
+# and XLA fuses these unrolled loops well; S ≤ 6 here. Unpivoted LU (Doolittle): the
+# matrices factorised are predictive covariances (symmetric, PD unless the posterior is
+# not) and I + C J (similar to a PD matrix), whose leading minors are generically
+# nonzero.
 def _lu(M):
     S = M.shape[-1]
     L, U = {}, {}

@@ -11,14 +11,10 @@ temperatures × chains × steps × (n² + ``AIS_MOVE_OVERHEAD``): every move of 
 draws from the prior (an n² product with its Cholesky factor) and shrinks its ellipse a
 few times. Both are upper bounds: a converged point stops long before its cap.
 
-Calibration (this repository's development machine, 2 shared CPU cores, float64): an
-iteration of ``infer`` with EP, VI or Laplace on a probit GP took 4–6·10⁻¹¹ s per n³
-at n = 200 and 400, and 0.9–6·10⁶ units (n³ + ≈ 4·10⁶) at n = 30 and 100; one AIS move
-took ≈ 8·10⁻¹⁰ s per n² (16 units) at n = 300 and ≈ 5·10⁻⁹ s at n = 50. At 5·10⁻¹¹ s
-per unit (``SECONDS_PER_UNIT``), ``MAX_WORK`` = 7.2·10¹³ units is about an hour on
-such a machine (a 21 × 21 surface of four methods at n = 455, breast cancer, is about
-half of it with every point counted to its cap). ``max_work=`` (``bnlab surface
---max-work``) raises it.
+``SECONDS_PER_UNIT``, ``ITERATION_OVERHEAD``, ``AIS_MOVE_COST`` and
+``AIS_MOVE_OVERHEAD`` are calibrated on a 2-core CPU in float64 (the timings behind
+them: benchmarks/README.md, "Work limits"), so that ``MAX_WORK`` is about an hour on
+such a machine. ``max_work=`` (``bnlab surface --max-work``) raises it.
 
 Memory: the arrays a surface keeps for every grid point (its converged sites, one
 n × D block and one n × D × D block per site-method run, for warm starts; each

@@ -59,6 +59,30 @@ once it is computed on the Live page. *Surfaces* maps the approximate marginal
 likelihood over a grid of hyperparameters.
 
 The address bar always holds the current settings: copy it to share this exact demo.
+
+### The pages in detail
+* *Live*: the status line says why a run stopped (converged; diverged, by the posterior,
+  a cavity or non-finite values; the iteration cap; stalled; cancelled). Click a point
+  to compare its q(fᵢ) with its cavity and tilted distribution, click two for their
+  joint 2σ ellipse. The MCMC reference's log p(y) is an interval, forward AIS (a
+  stochastic lower bound) and reverse AIS from posterior samples (an upper bound): it
+  is *resolved* when the interval, widened by two standard errors each side, is
+  narrower than 0.05 nats; press again for four times the temperatures. Exports: the
+  trace, the band and the MCMC reference as CSV, each plot as PNG (its save tool).
+* *Compare*: each method at its own α and ρ (a diverged one draws no band). The α
+  explorer computes 21 values of α from 0.001 to 1 at once; the slider and ▶ then show
+  any of them, every diverged α marked.
+* *Surfaces*: contours on a shared colour scale, a slice view, learning trajectories
+  over every panel, CSV and netCDF downloads. A cell where a method diverged is grey;
+  lines count those cells, the ones at the iteration cap and the MCMC cells not
+  resolved. Compare and Surfaces say when the sidebar changed since they were computed.
+* *Guided tours*: Next / Back set the controls, which stay free to change in between; a
+  step shows its run already solved (⟲ Replay animates it); the address names the step,
+  and Exit takes the tour away.
+* *Presentation mode* (the header's Present switch): the sidebar folded (☰ opens it),
+  larger type; Space runs or pauses, ← / → go through a tour's steps.
+* *Copy link* brings back what the page showed: a run solved to its stop and the same
+  MCMC reference, so a student's page shows the teacher's numbers.
 """
 
 
@@ -69,8 +93,8 @@ def _forget_js_links(roots):
     (``panel.links.Callback.registry``) keyed by its source widget. An
     ``EditableFloatSlider``'s callback has its own slider among its ``args``, and the
     slider's watchers lead back to the source, so the weak key never dies: each closed
-    session stayed in memory whole (≈ 22 000 objects), and every later page build got
-    slower, as Panel scans the registry's values for each page it sends."""
+    session would stay in memory whole, and every later page build would be slower, as
+    Panel scans the registry's values for each page it sends."""
     from panel.links import Callback
     for root in roots:
         for obj in root.select():
@@ -117,7 +141,7 @@ def unknown_theme(search: str) -> dict:
 class LabTemplate(pn.template.FastListTemplate):
     """The lab's page, its Bokeh document built with the document's model index frozen:
     every editable slider links its number box to its slider in JavaScript, and each
-    link made Bokeh walk the page's ≈ 800 models again (benchmarks/README.md, "App
+    link would make Bokeh walk all the page's models again (benchmarks/README.md, "App
     load"); frozen, it walks them once. An unknown ``?theme=`` gives the default theme
     (Panel's own lookup raised a KeyError and the page did not load)."""
 
@@ -166,9 +190,8 @@ class Lab(pn.viewable.Viewer):
 
     def _log_page_shown(self, event):
         """A page's tab reached the server (its content is built and sent from here on).
-        Under load, about one full test run in ten, a page clicked right after the first
-        plot never showed its content, with the server idle: this line tells whether
-        the click got here."""
+        Logged so that, when a page clicked under load never shows its content, the log
+        tells whether the click got here."""
         session = getattr(getattr(pn.state.curdoc, "session_context", None), "id", "-")
         log.info("bnlab page shown: %s (%s)", TABS[event.new], session)
 
@@ -325,8 +348,9 @@ def serve_resources_locally():
     that is not shown: the Live page's status while the Surfaces page is open) it falls
     back to the CDN and rewrites the sheet, which all of the session's components
     share: every one of them then asked cdn.holoviz.org for Panel's loading.css. A
-    session that Bokeh discarded (its page took more than 30 s to connect) and built
-    again when the page connected had every stylesheet on the CDN, for the same reason.
+    session that Bokeh discarded (its page connected after the unused-session lifetime)
+    and built again when the page connected had every stylesheet on the CDN, for the
+    same reason.
     Here a stylesheet whose document's address is unknown goes to this server's own
     (Panel 1.9's ``patch_stylesheet``)."""
     from bokeh.settings import settings
@@ -348,8 +372,9 @@ def serve_resources_locally():
 def send_mathjax_only_for_tex():
     """Send Bokeh's MathJax bundle only with a page whose text has TeX in it (``$$…$$``,
     ``\\(…\\)``, ``\\[…\\]``: Bokeh's own rule for its ``Div``). Panel sends it
-    with any page that has an HTML or Markdown pane, TeX or not: 1.8 MB of a first
-    visit's 5.8 MB, uncompressed, thirty times over on a classroom's network. The lab
+    with any page that has an HTML or Markdown pane, TeX or not: the largest script of
+    a first visit, uncompressed, once per student on a classroom's network
+    (benchmarks/README.md, "App load"). The lab
     writes its symbols in Unicode (ℓ, σ², Λ̃), so its pages need none."""
     from bokeh.embed.util import contains_tex_string
     from panel.io import resources
@@ -364,11 +389,11 @@ def send_mathjax_only_for_tex():
 def _freeze_lasting_objects():
     """Once per server process, the first time no session is open (right after the
     ``--warm`` build is released), move every object the cyclic garbage collector
-    tracks into its permanent generation (``gc.freeze``). Those ≈ 380 000 objects
-    (Panel, Bokeh, JAX and the compiled programs) live as long as the server, yet each
-    full collection traversed them again, pausing the event loop, and so every page,
-    while a class arrives; sessions' objects, made after the freeze, are collected as
-    before. Reference counting still frees frozen objects; only a frozen cycle that
+    tracks into its permanent generation (``gc.freeze``). Those objects (Panel, Bokeh,
+    JAX and the compiled programs, most of the process's) live as long as the server,
+    yet each full collection would traverse them again, pausing the event loop, and so
+    every page, while a class arrives; sessions' objects, made after the freeze, are
+    collected as usual. Reference counting still frees frozen objects; only a frozen cycle that
     later becomes garbage would stay, hence nothing of an open session is frozen (the
     closed ``--warm`` session, which Panel keeps for the server's life, is)."""
     global _lasting_objects_frozen

@@ -501,3 +501,38 @@ def test_the_mcmc_surface_says_what_its_error_resolves():
     assert "bn-warn" in short and "at 1 by more than 3" in short
     assert mcmc_note(ds(vi - 2.0), remedy="compute again").endswith("compute again.</span>")
     assert mcmc_note(ds(vi, schemes=("vi",))) == ""
+
+
+def test_a_run_stops_as_soon_as_its_page_is_closed():
+    """Run on a session whose browser page has gone (its last WebSocket closed; Bokeh
+    keeps the session 15 s more) takes no step and ends: the animation used to compute
+    and send frames to the closed page until the session was discarded. The same run
+    with the page there advances."""
+    import time
+    from types import SimpleNamespace
+
+    from bokeh.document import Document
+    from panel.io.state import set_curdoc
+
+    def run_on(connections):
+        live = LiveView(LabSettings(method="vi"), Status())
+        assert live.rebuild()
+        doc = Document()
+        if connections is not None:
+            session = SimpleNamespace(connection_count=connections)
+            doc._session_context = lambda: SimpleNamespace(session=session)
+        with set_curdoc(doc):
+            live.run()
+        deadline = time.time() + 20
+        while live.running and live.runner.snapshot()["status"]["iteration"] == 0 \
+                and time.time() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)
+        iteration = live.runner.snapshot()["status"]["iteration"]
+        running = live.running
+        live.pause()
+        return iteration, running
+
+    assert run_on(0) == (0, False)
+    iteration, _ = run_on(None)
+    assert iteration > 0

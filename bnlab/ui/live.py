@@ -36,6 +36,15 @@ SOLVE_FRAME_S = 1.0
 _COMPUTING = threading.BoundedSemaphore(4)
 
 
+def page_connected(doc) -> bool:
+    """Whether a browser page still holds ``doc``'s session open: False once its last
+    WebSocket closed (Bokeh keeps the session until ``unused_session_lifetime`` ends);
+    True outside a server (a notebook, a test)."""
+    context = getattr(doc, "session_context", None)
+    session = getattr(context, "session", None)
+    return session is None or session.connection_count > 0
+
+
 def _bokeh_pane(fig, css_classes=()):
     """A Bokeh pane in a Column that carries a CSS class (for tests and styling)."""
     return pn.Column(pn.pane.Bokeh(fig, sizing_mode="stretch_width"),
@@ -280,11 +289,15 @@ class LiveView(pn.viewable.Viewer):
             return self._generation
 
     def _animate(self, generation: int, doc):
-        """The animation's loop: a tick per period while ``generation`` is current. The
-        session's document is made current on this thread, so that the ticks' drawing
-        reaches the session's event loop (``pn.state.execute``)."""
+        """The animation's loop: a tick per period while ``generation`` is current and the
+        page is open (a closed tab's run stops at once, not when Bokeh discards its
+        session 15 s later). The session's document is made current on this thread, so
+        that the ticks' drawing reaches the session's event loop (``pn.state.execute``)."""
         with set_curdoc(doc):
             while generation == self._generation and not self.closed:
+                if not page_connected(doc):
+                    self._halt()
+                    return
                 start = time.monotonic()
                 with _COMPUTING:
                     self._tick(generation)

@@ -155,11 +155,12 @@ def log_expectation_exp(logg, rule: Rule, mean, cov, increasing=None, bound=None
     string of small XLA:CPU fusions.
 
     Accuracy caveat: a factor that is sharply peaked relative to the Gaussian (a
-    Student-t of scale 0.3 under N(−1, 2), Poisson with large counts) needs a high
-    order — Gauss–Hermite-20 is off by 0.3 in log Z there, order 200 by 4e-4. Centring
-    the rule on a Laplace approximation of the tilted density or a two-component
-    mixture of rules did not fix the heavy-tailed case, so the rule stays
-    plain and the order is the caller's choice.
+    Student-t of scale 0.3 under N(−1, 2)) needs a high order — Gauss–Hermite-20 is
+    off by 0.3 in log Z there, order 200 by 4e-4. Centring the rule on a Laplace
+    approximation of the tilted density or a two-component mixture of rules did not
+    fix the heavy-tailed case, so the rule stays plain and the order is the caller's
+    choice; a log-concave factor with a closed-form mode centres its own rule
+    (``Poisson._tilted``).
     """
     terms, c = _shifted_log_terms(logg, rule, sigma_points(rule, mean, cov), increasing, bound)
     if increasing is None:

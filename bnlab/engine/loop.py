@@ -172,8 +172,19 @@ class Engine:
     def init_pure(self, params, X, y, settings, sites=None) -> State:
         prior = self.structure.prepare(self.model, params, X)
         if sites is None:
-            sites = init_sites(X.shape[0], self.model.num_latents)
+            # EP's sites (moment matching) start at the prior's scale; VI's natural-
+            # gradient step from there proposes sites of precision O(1) against a prior
+            # precision 1/σ², a collapse its step control cannot damp, so VI and Laplace
+            # start where they always did
+            scaled = self.method.energy in ("ep", "pep")
+            sites = init_sites(X.shape[0], self.model.num_latents,
+                               prior_variance=self._prior_scale(params, X) if scaled else None)
         return self.start_pure(params, y, settings, prior, sites)
+
+    def _prior_scale(self, params, X):
+        """The prior variance of each latent at each input, (N, D): the scale at which
+        sites start and their changes are judged (``bnlab.sites.PRIOR_SCALE``)."""
+        return jnp.diagonal(self.model.prior_variance(params, X), axis1=-2, axis2=-1)
 
     def start_pure(self, params, y, settings, prior, sites) -> State:
         """``init_pure`` from a prepared prior (``structure.prepare``): the starting
@@ -253,7 +264,9 @@ class Engine:
         # taken; a site whose local update failed (a singular tilted system, a cavity
         # that is not PD) keeps its old value, which is no evidence of a fixed point:
         # Poisson EP at counts of 1e4 refused every site and read as converged at once
-        change = jnp.where(jnp.all(site_ok), max_relative_change(state.sites, plain), jnp.inf)
+        change = jnp.where(jnp.all(site_ok),
+                           max_relative_change(state.sites, plain, self._prior_scale(params, X)),
+                           jnp.inf)
         undamped = undamped_change(change, settings.rho, rho)
         best = self._with_best(state, undamped)
         out = self._next_state(state, proposal, best, verdict,

@@ -295,6 +295,25 @@ def test_a_grid_split_into_many_programs_equals_one_program(problem, vmap_cold, 
     assert len(seen) == 4 and seen[-1] == 1.0             # the column, then each row
 
 
+def test_the_memory_budget_splits_a_grid_as_batch_points_does(problem, vmap_cold, monkeypatch):
+    """No ``batch_points``: the points per program come from the memory budget
+    (``batched.CPU_BYTES`` on a CPU, made here to hold two points' iterates), so each
+    3-point block is solved as two programs of two points; the unsplit values."""
+    from bnlab.engine.loop import get_engine
+    from bnlab.studies import batched
+    model, ds = problem
+    engine = get_engine(model, "laplace", ("gauss_hermite", 20), ())
+    one = batched.state_bytes(engine, ds.X, ds.y, model.init_params(), tuple(GRID))
+    monkeypatch.setattr(batched, "CPU_BYTES", int(2.5 * batched.BYTES_PER_STATE * one))
+    sizes = []
+    real = batched._sizes
+    monkeypatch.setattr(batched, "_sizes", lambda *a: sizes.append(real(*a)) or sizes[-1])
+    split = bnlab.surface(model, ds.X, ds.y, methods=["laplace"], grid=GRID, X_test=ds.X_test,
+                          y_test=ds.y_test, warm_start=False, chunk_size=3, batching="vmap")
+    assert sizes == [(2, 2)] * 3                          # 3 blocks, 2 programs of 2 each
+    assert_same(split, vmap_cold.sel(scheme=["laplace"]), rtol=1e-12, atol=1e-12)
+
+
 def test_a_batched_surface_cancels_and_resumes_from_its_store(problem, tmp_path):
     """A cancel after the first batch keeps it, and its blocks in the store; a rerun reads
     them, computes the rest, and equals the uninterrupted surface."""

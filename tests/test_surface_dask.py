@@ -106,3 +106,16 @@ def test_an_unreachable_scheduler_is_a_clear_error(tmp_path, capsys):
     assert main(["surface", "--data", str(data), "--likelihood", "probit", "--methods", "laplace",
                  "--scheduler", "tcp://127.0.0.1:9", "--out", str(tmp_path / "s.nc")]) == 2
     assert "cannot reach the Dask scheduler" in capsys.readouterr().err
+
+
+def test_a_cluster_gives_the_in_process_batched_surface(problem, client):
+    """``batching="vmap"`` on the cluster: each task a batch of blocks, solved by the
+    worker's vmapped program; the in-process batched surface, progress once per task."""
+    methods = ["laplace", "ep"]
+    local = _surface(problem, methods, batching="vmap")
+    seen = []
+    remote = _surface(problem, methods, batching="vmap", client=client, progress=seen.append)
+    assert remote.attrs["batching"] == "vmap" and remote.attrs["cancelled"] == 0
+    _assert_close(remote, local)
+    # two runs × (the first column, then its three rows as one batch)
+    assert len(seen) == 4 and seen[-1] == 1.0

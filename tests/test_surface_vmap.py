@@ -161,3 +161,42 @@ def test_the_engine_s_branches_stay_branches_in_a_batch():
     assert "cond[" in text and "cond[" not in plain and "select_n" in plain
     assert batch_axis.current() is None
     assert float(batch_axis.cond(jnp.asarray(True), lambda: 1.0, lambda: 0.0)) == 1.0
+
+
+AIS = {"num_temps": 20, "num_chains": 4, "posterior_steps": 8, "seed": 3, "use_cache": False}
+
+
+def test_batched_ais_overlay_equals_the_per_point_one(data, monkeypatch):
+    """AIS under ``batching="vmap"``: every grid point with its chains in one program
+    (``chunk_size="memory"``), or in programs of two when the memory budget holds two;
+    each point's random stream comes from its own key, so the same draws as one program
+    per point (``chunk_size=1``): the same bounds, standard errors, diagnostics and
+    predictive, to rounding."""
+    from bnlab.studies import mcmc
+    model = bnlab.GP(bnlab.kernels.Matern52(), PROBIT)
+    kw = dict(methods=["mcmc"], grid=GRID, X_test=data.X_test, y_test=data.y_test)
+    per_point = bnlab.surface(model, data.X, data.y, batching="scan",
+                              mcmc_options=dict(AIS, chunk_size=1), **kw)
+    programs = []
+    real = mcmc.ais_chunks
+
+    def spy(model, settings, with_test, params, *rest):
+        programs.append(params["kernel"][0]["lengthscale"].shape[:2])
+        return real(model, settings, with_test, params, *rest)
+    monkeypatch.setattr(mcmc, "ais_chunks", spy)
+    one = bnlab.surface(model, data.X, data.y, batching="vmap", mcmc_options=AIS, **kw)
+    assert programs == [(1, 6)] and one.attrs["batching"] == "vmap"
+    programs.clear()
+    two = mcmc.ais_point_bytes(data.X.shape[0], AIS["num_temps"], AIS["num_chains"],
+                               AIS["posterior_steps"])
+    monkeypatch.setattr(batched, "CPU_BYTES", int(2.5 * two))
+    split = bnlab.surface(model, data.X, data.y, batching="vmap", mcmc_options=AIS, **kw)
+    assert programs == [(1, 2)] * 3
+    for batched_surface in (one, split):
+        for name in ("log_marginal", "log_predictive", "mcmc_lower", "mcmc_upper",
+                     "mcmc_lower_se", "mcmc_upper_se", "mcmc_rhat", "mcmc_bulk_ess"):
+            np.testing.assert_allclose(batched_surface[name].values, per_point[name].values,
+                                       rtol=1e-9, atol=1e-9, err_msg=name)
+        assert np.isfinite(batched_surface.mcmc_upper.values).all()
+    with pytest.raises(ValueError, match="chunk_size"):
+        mcmc.ais_grid(model, data.X, data.y, [model.init_params()], chunk_size="all")

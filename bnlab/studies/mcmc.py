@@ -35,10 +35,10 @@ import numpy as np
 from .._runtime import disk_cache as cache
 from .ais_kernel import bdmc_point, ess_step
 from .chain_diagnostics import summary as chain_summary
-from .work_limits import check_ais_memory
+from .work_limits import AIS_CHUNK, ais_memory, check_ais_memory
 
 __all__ = ["AISResult", "ais", "ais_grid", "bdmc", "bdmc_grid", "ess_step", "effective_sample_size",
-           "posterior_key", "GAP_TOLERANCE"]
+           "posterior_key", "GAP_TOLERANCE", "ais_points_per_program"]
 
 #: part of every cache key: raise it whenever the sampler's output for the same inputs
 #: changes, so that entries written by the old sampler are never served
@@ -179,14 +179,17 @@ PER_CHAIN = ("log_weights", "log_weights_reverse", "samples", "posterior_samples
 
 def ais_grid(model, X, y, params_list, *, X_test=None, y_test=None, num_temps=1000,
              num_chains=16, steps_per_temp=1, max_shrinks=50, posterior_steps=100,
-             direction="bidirectional", seed=0, chunk_size=7, use_cache=True,
+             direction="bidirectional", seed=0, chunk_size=AIS_CHUNK, use_cache=True,
              keep_samples=False, progress=None, cancel=None, devices=None, pool=None):
     """BDMC (or forward AIS only, ``direction="forward"``) at every θ of ``params_list``
     (hyperparameter dicts), vmapped over chunks of grid points, reading and writing the
     disk cache per point. Chunks run side by side on ``devices`` (default every local
     one; ``ais_chunks``), or as tasks of ``pool`` (a Dask pool of ``bnlab.surface``);
     each point's random key comes from its own cache key, so results do not depend on
-    either (to rounding). ``posterior_steps``: ESS transitions at β = 1 between the
+    either (to rounding). ``chunk_size``: grid points per program (each point's chains
+    vmapped inside it), or "memory": as many as fit in one device's memory budget
+    (``ais_points_per_program``), so that on an accelerator grid points × chains are
+    one batch. ``posterior_steps``: ESS transitions at β = 1 between the
     passes (the chains behind the posterior samples and the reverse start). Returns
     (dict of arrays over points: ``SCALARS``, ess, ess_upper, num_temps [, the
     ``PER_CHAIN`` arrays as lists]), cancelled)."""
@@ -198,6 +201,18 @@ def ais_grid(model, X, y, params_list, *, X_test=None, y_test=None, num_temps=10
         raise ValueError(f"AIS works with the dense prior covariance of every training "
                          f"latent; {X.shape[0]} points × {model.num_latents} latent(s) is "
                          f"above its limit of {MAX_POINTS} (memory grows as n², set-up as n³)")
+    from .devices import local_devices, pad_to
+    own_pool = pool is None
+    remote = not own_pool and hasattr(pool, "client")   # a Dask pool: a task per device
+    devs = 1 if remote else local_devices(devices)
+    if chunk_size == "memory":   # the points spread evenly, or as many as fit
+        spread = pool.slots if remote else len(devs)
+        chunk_size = max(1, min(-(-len(params_list) // spread), ais_points_per_program(
+            X.shape[0] * model.num_latents, int(num_temps), int(num_chains),
+            int(posterior_steps), jax.devices("cpu")[:1] if remote else devs)))
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) \
+            or chunk_size < 1:
+        raise ValueError(f"chunk_size must be a positive integer or 'memory', got {chunk_size!r}")
     check_ais_memory(X.shape[0] * model.num_latents, int(num_temps), int(num_chains),
                      min(int(chunk_size), len(params_list)))
     with_test = X_test is not None and y_test is not None
@@ -233,12 +248,8 @@ def ais_grid(model, X, y, params_list, *, X_test=None, y_test=None, num_temps=10
             todo.append(i)
         else:
             keep(i, hit)
-    from .devices import local_devices, pad_to
     from .surface_blocks import Block, ThreadPool, padded, run_blocks
-    own_pool = pool is None
     pool = ThreadPool(1) if own_pool else pool
-    remote = hasattr(pool, "client")            # a Dask pool: each task on one device
-    devs = 1 if remote else local_devices(devices)
     batch = 1 if remote else len(devs)
     chunks = [Block(np.asarray(todo[s:s + chunk_size]), -1, -1)
               for s in range(0, len(todo), chunk_size)]
@@ -274,6 +285,24 @@ def ais_grid(model, X, y, params_list, *, X_test=None, y_test=None, num_temps=10
     if keep_samples:
         out.update({f: [None if p is None else p[f] for p in points] for f in PER_CHAIN})
     return out, cancelled
+
+
+def ais_point_bytes(latent_values, num_temps, num_chains, posterior_steps) -> int:
+    """Bytes one grid point holds in a vmapped AIS program: ``work_limits.ais_memory``'s
+    prior factor, chains and schedule, and the β = 1 chains' states kept along their
+    ``posterior_steps`` moves (``ais_kernel._moves``, for the chain diagnostics)."""
+    return int(ais_memory(latent_values, num_temps, num_chains, 1)
+               + 8 * posterior_steps * num_chains * latent_values)
+
+
+def ais_points_per_program(latent_values, num_temps, num_chains, posterior_steps,
+                           devices) -> int:
+    """Grid points one AIS program may hold on each of ``devices``: the smallest
+    device budget (``batched.free_bytes``: a share of an accelerator's free memory, a
+    fixed budget on a CPU) over ``ais_point_bytes``; at least 1."""
+    from .batched import free_bytes
+    per_point = ais_point_bytes(latent_values, num_temps, num_chains, posterior_steps)
+    return max(1, min(free_bytes(d) for d in devices) // per_point)
 
 
 def _ais_chunks_shared(shared, params, keys, X, y, Xs, ys, devices):

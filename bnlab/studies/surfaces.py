@@ -272,7 +272,9 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
     at once, each frozen once converged or diverged (``bnlab.studies.batched``) — the
     form for an accelerator, where one batched kernel costs about what one matrix's
     does; with ``warm_start`` the rows advance side by side, each point warm-started
-    as on the scan path, without it every point is independent. "auto" (default):
+    as on the scan path, without it every point is independent; AIS ('mcmc') then
+    vmaps as many grid points (each with its chains) per program as fit in memory
+    (``mcmc.ais_grid``'s ``chunk_size="memory"``). "auto" (default):
     "vmap" where the devices are not CPUs, else "scan". Recorded in
     ``attrs["batching"]``. Both give the same values to the convergence tolerance and
     the same flags. ``batch_points``: with "vmap", grid points held by one program on
@@ -382,6 +384,9 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
         else:
             for r in site_runs:      # one compiled program per run, shared by the threads
                 _site_solver(r.spec, devs)
+    mcmc = dict(mcmc_options or {}, devices=task_devices, pool=pool)
+    if batching == "vmap":           # AIS: grid points × chains, one batch sized to memory
+        mcmc.setdefault("chunk_size", "memory")
     from_store = 0
     try:
         if site_runs:
@@ -400,7 +405,7 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
                 cancelled = runner(model, X, y, X_test if with_test else None,
                                    y_test if with_test else None, base, names, thetas, results,
                                    cancel, report, method_options.get("gkl", {}),
-                                   dict(mcmc_options or {}, devices=task_devices, pool=pool),
+                                   mcmc,
                                    max_iters.get("gkl"), tol, cubature)
     finally:
         pool.close()

@@ -17,6 +17,7 @@ import param
 
 from . import catalog, markup
 from .layout import controls_row
+from .live_recompute import LiveRecompute
 from .mcmc_notes import mcmc_note, unsettled_cells
 from .mcmc_ref import schedule_ladder
 from .problem import build_problem
@@ -248,6 +249,9 @@ class SurfacesView(pn.viewable.Viewer):
         self.dataset = None
         self._cancel = threading.Event()
         self.made = ComputedWith(settings, ignore=("method",))
+        # a surface computed in under a second follows the sidebar (``live_recompute``)
+        self._computing = threading.Lock()
+        self.live = LiveRecompute(self.made, self._recompute, self._cancel)
         # the ★ follows the sidebar's hyperparameters: its data sources on the page
         # (one per panel and page render) are moved alone, since drawing the panels
         # again (contours and all) for each slider move is the slow part of this page
@@ -336,6 +340,7 @@ class SurfacesView(pn.viewable.Viewer):
     def close(self):
         """The session is gone: cancel a running computation, drop the surface."""
         self._cancel.set()
+        self.live.stop()
         self.dataset, self.trajectories = None, {}
         self.made.forget()
 
@@ -358,6 +363,21 @@ class SurfacesView(pn.viewable.Viewer):
             self.time_left.object = f"{100 * fraction:.0f} % · about {_duration(left)} left"
 
     def compute(self):
+        """Compute the surfaces for the settings shown, one computation at a time (a
+        recomputation after a sidebar change waits for the one under way, which the
+        change cancelled)."""
+        with self._computing:
+            self._compute()
+
+    def _recompute(self):
+        """After sidebar changes (``live_recompute``): the surfaces again, unless the
+        ones on screen were computed meanwhile (a tour's step) for the settings shown."""
+        with self._computing:
+            ds = self.dataset
+            if ds is not None and (self.made.changed() or ds.attrs.get("cancelled")):
+                self._compute()
+
+    def _compute(self):
         import bnlab
         made = self.made.current()
         try:
@@ -381,7 +401,7 @@ class SurfacesView(pn.viewable.Viewer):
                                acceleration=s.accelerate,
                                cubature=("gauss_hermite", s.cubature_order),
                                progress=lambda f: self._advance(f, started),
-                               cancel=self._cancel,
+                               cancel=self._cancel, batching="auto",
                                mcmc_options={"num_temps": self.mcmc_temps})
             self.trajectories = {}
             if self.learners.value and not ds.attrs.get("cancelled"):
@@ -391,6 +411,7 @@ class SurfacesView(pn.viewable.Viewer):
                     cubature=("gauss_hermite", s.cubature_order))
                 self.message.object = "Learning stopped: " + ", ".join(
                     f"{k} ({t.stop_reason})" for k, t in self.trajectories.items())
+            seconds = time.monotonic() - started
         except ValueError as exc:
             self.message.object = markup.error(exc)
             return
@@ -398,8 +419,13 @@ class SurfacesView(pn.viewable.Viewer):
             self.compute_button.disabled, self.cancel_button.disabled = False, True
             self.progress.visible = False
             self.time_left.object = ""
+        self.live.finished(seconds, cancelled=bool(ds.attrs.get("cancelled")))
         if ds.attrs.get("cancelled"):
             self.message.object = "Cancelled: cells not computed are grey."
+        elif self.live.active:
+            follow = (f"Computed in {seconds:.2g} s: the surfaces follow the sidebar's "
+                      "settings as they change.")
+            self.message.object = "<br>".join(t for t in (self.message.object, follow) if t)
         converging = convergence_note(ds, SURFACE_MAX_ITERS)
         if converging:
             self.message.object = "<br>".join(t for t in (self.message.object, converging) if t)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 
 from bnlab import kernels, likelihoods
-from bnlab.methods import HEURISTIC_BASES, METHOD_NAMES, REGISTRY
+from bnlab.methods import HEURISTIC_BASES, REGISTRY, method_names
 
 DATASETS = {
     "classification_1d": "Classification (1-D, ±1 labels)",
@@ -43,10 +43,23 @@ KERNEL_LABELS = {"matern12": "Matérn 1/2", "matern32": "Matérn 3/2", "matern52
 MODELS = {"full": "Full GP", "sparse": "Sparse GP (inducing points)",
           "markov": "Markov GP (state space, 1-D)"}
 
-METHODS = {name: (REGISTRY[name].description if name in REGISTRY
-                  else "Gaussian KL with a structured covariance (G-KL)") for name in METHOD_NAMES}
-ALPHA_METHODS = tuple(n for n, method in REGISTRY.items() if method.uses_alpha)
+#: what the methods that have no site record (``infer``'s direct methods) are
+DIRECT_DESCRIPTIONS = {"gkl": "Gaussian KL with a structured covariance (G-KL)"}
 BASES = HEURISTIC_BASES
+
+
+def methods() -> dict:
+    """{name: description} of every method ``infer`` accepts now, read from the registry
+    when asked: a method added with ``bnlab.methods.register`` is offered by the lab
+    built after it, with no UI edit."""
+    return {name: REGISTRY[name].description if name in REGISTRY else DIRECT_DESCRIPTIONS[name]
+            for name in method_names()}
+
+
+def site_methods() -> list:
+    """The methods with a site record (those a ``Runner`` steps), registered ones
+    included."""
+    return list(REGISTRY)
 
 
 

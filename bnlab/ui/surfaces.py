@@ -15,6 +15,8 @@ import numpy as np
 import panel as pn
 import param
 
+from bnlab.methods import REGISTRY, takes_alpha
+
 from . import catalog, markup
 from .layout import controls_row
 from .mcmc_notes import mcmc_note
@@ -76,7 +78,9 @@ def convergence_note(ds, max_iters: int) -> str:
 
 def available_axes(settings: LabSettings, methods=()) -> list:
     """The hyperparameters the current model has (a surface over another fails): the
-    kernel's, the likelihood's noise / scale / df, and α when a chosen method has it."""
+    kernel's, the likelihood's noise / scale / df, and α when a chosen method has it
+    (``bnlab.methods.takes_alpha``, with the default options the surface runs each
+    method with)."""
     lik = settings.resolved_likelihood()
     out = ["lengthscale", "variance"]
     if settings.kernel == "periodic":
@@ -87,7 +91,7 @@ def available_axes(settings: LabSettings, methods=()) -> list:
         out.append("scale")
     if lik == "student_t":
         out.append("df")
-    if any(m in catalog.ALPHA_METHODS for m in methods):
+    if any(takes_alpha(m) for m in methods if m in REGISTRY):
         out.append("alpha")
     return out
 
@@ -242,7 +246,7 @@ class SurfacesView(pn.viewable.Viewer):
         self._stars = []
         settings.param.watch(lambda *_: self._move_star(), sorted(set(THETA_SETTINGS.values())))
         self.message = markup.html_pane("", sizing_mode="stretch_width")
-        choices = list(catalog.METHODS) + ["mcmc"]
+        choices = list(catalog.methods()) + ["mcmc"]
         self.methods = pn.widgets.MultiChoice(label="Methods", options=choices,
                                               value=["laplace", "vi", "ep", "ep_like"],
                                               sizing_mode="stretch_width")

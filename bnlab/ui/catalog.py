@@ -20,19 +20,8 @@ DATASETS = {
     "csv": "My CSV file (upload)",
 }
 
-LIKELIHOODS = {
-    "auto": "As the data set suggests",
-    "probit": "Bernoulli, probit link",
-    "logit": "Bernoulli, logit link",
-    "gaussian": "Gaussian",
-    "poisson": "Poisson",
-    "student_t": "Student-t (robust)",
-    "laplace": "Laplace (robust)",
-    "heteroscedastic": "Heteroscedastic Gaussian (2 latents)",
-    "product": "Product / amplitude (2 latents)",
-}
-
-# the likelihood a data set is made for (datasets.Dataset.likelihood → LIKELIHOODS key)
+# the likelihood a data set is made for (datasets.Dataset.likelihood → the key the lab
+# offers for it): "bernoulli" is probit's other name, and is not offered twice
 DATASET_LIKELIHOOD = {"bernoulli": "probit", "unknown": "gaussian"}
 
 KERNELS = {"matern12": kernels.Matern12, "matern32": kernels.Matern32,
@@ -62,9 +51,19 @@ def site_methods() -> list:
     return list(REGISTRY)
 
 
+def likelihood_choices() -> dict:
+    """{key: label} of the likelihood control: "auto", then every likelihood in
+    ``bnlab.likelihoods.LIKELIHOODS`` now (one added there included), each labelled by
+    its own ``label``."""
+    return {"auto": "As the data set suggests",
+            **{key: make_likelihood(key).label for key in likelihoods.LIKELIHOODS
+               if key not in DATASET_LIKELIHOOD}}
 
-def make_likelihood(name: str):
-    """The likelihood object for a LIKELIHOODS key (not 'auto')."""
-    if name in ("probit", "logit"):
-        return likelihoods.Bernoulli(link=name)
-    return likelihoods.LIKELIHOODS[name]()
+
+def make_likelihood(name: str, **hyperparameters):
+    """The likelihood ``name`` (a ``bnlab.likelihoods.LIKELIHOODS`` key, not 'auto'),
+    with its defaults or the given hyperparameters (keys of its ``init_params()``)."""
+    if name not in likelihoods.LIKELIHOODS:
+        raise ValueError(f"unknown likelihood {name!r}; choose one of "
+                         f"{', '.join(likelihoods.LIKELIHOODS)}")
+    return likelihoods.LIKELIHOODS[name](**hyperparameters)

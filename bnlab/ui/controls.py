@@ -21,7 +21,7 @@ def _method_labels() -> dict:
 #: {setting: (label, {value: text} or a function giving it when a sidebar is built)}
 _SELECT_LABELS = {
     "dataset": ("Data set", catalog.DATASETS),
-    "likelihood": ("Likelihood", catalog.LIKELIHOODS),
+    "likelihood": ("Likelihood", catalog.likelihood_choices),
     "kernel": ("Kernel", catalog.KERNEL_LABELS),
     "model": ("Model", catalog.MODELS),
     "method": ("Inference method", _method_labels),

@@ -27,6 +27,11 @@ def accelerated() -> dict:
     return {n: m.mixing for n, m in REGISTRY.items() if m.mixing is not None}
 
 
+#: the control that sets each likelihood hyperparameter (a key of the likelihood's
+#: ``init_params()``): a likelihood whose hyperparameters are among these needs no UI edit
+LIKELIHOOD_CONTROLS = {"noise": "lik_scale", "scale": "lik_scale", "df": "df"}
+
+
 #: parameters written to / read from the page URL (a teacher's shareable link)
 URL_PARAMS = ("dataset", "n", "likelihood", "kernel", "lengthscale", "variance", "period",
               "lik_scale", "df", "model", "num_inducing", "method", "base", "alpha", "rho",
@@ -38,7 +43,7 @@ class LabSettings(param.Parameterized):
     dataset = param.Selector(default="classification_1d", objects=list(catalog.DATASETS))
     n = param.Integer(default=0, bounds=(0, 2000),
                       doc="number of synthetic points before the train/test split (0: preset size)")
-    likelihood = param.Selector(default="auto", objects=list(catalog.LIKELIHOODS))
+    likelihood = param.Selector(default="auto", objects=list(catalog.likelihood_choices()))
     kernel = param.Selector(default="matern52", objects=list(catalog.KERNELS))
     lengthscale = param.Number(default=1.0, bounds=(1e-3, 1e3), softbounds=(0.05, 20))
     variance = param.Number(default=1.0, bounds=(1e-4, 1e5), softbounds=(0.05, 20))
@@ -66,12 +71,15 @@ class LabSettings(param.Parameterized):
     csv_text = param.String(default="", precedence=-1, doc="the uploaded CSV (not in the URL)")
 
     def __init__(self, **params):
-        method = params.pop("method", None)
+        # the methods and likelihoods there are now (``register`` or an entry added to
+        # ``bnlab.likelihoods.LIKELIHOODS`` since import included)
+        choices = {"method": list(catalog.methods()),
+                   "likelihood": list(catalog.likelihood_choices())}
+        chosen = {name: params.pop(name) for name in choices if name in params}
         super().__init__(**params)
-        # the methods registered now: ``register`` may have added some since import
-        self.param.method.objects = list(catalog.methods())
-        if method is not None:
-            self.method = method
+        for name, objects in choices.items():
+            self.param[name].objects = objects
+        self.param.update(**chosen)
         self._pinned = frozenset()
         self.param.watch(self._on_dataset, list(URL_PARAMS) + ["csv_text"])
 
@@ -126,8 +134,7 @@ class LabSettings(param.Parameterized):
 
     def reasons(self, input_dim: int = 1) -> dict:
         """{parameter name: why it is disabled} for the current combination."""
-        lik = self.resolved_likelihood()
-        out = {}
+        out = self._likelihood_reasons()
         if not self.takes_alpha():
             with_alpha = [n for n in REGISTRY if takes_alpha(n)]
             out["alpha"] = (f"α is the Power-EP power: only for {', '.join(with_alpha)} "
@@ -152,18 +159,29 @@ class LabSettings(param.Parameterized):
         if self.method == "gkl" and self.covariance not in ("banded", "chevron", "subspace",
                                                              "factor_analysis"):
             out["band"] = "only for banded (band B) / chevron, subspace, factor analysis (rank K)"
-        if lik == "gaussian":
-            out["cubature_order"] = "expectations are exact for a Gaussian likelihood"
         if self.kernel != "periodic":
             out["period"] = "only for the periodic kernel"
-        if lik in ("probit", "logit", "poisson", "heteroscedastic"):
-            out["lik_scale"] = f"the {catalog.LIKELIHOODS[lik]} likelihood has no noise parameter"
-        if lik != "student_t":
-            out["df"] = "degrees of freedom: Student-t only"
         if self.dataset in ("breast_cancer", "csv"):
             out["n"] = "the size is fixed by the data"
         if self.model != "sparse":
             out["num_inducing"] = "only for the sparse model"
+        return out
+
+    def _likelihood_reasons(self) -> dict:
+        """The likelihood's controls that do not apply, read from the likelihood: its
+        hyperparameters (``init_params()``) and ``exact_expectations``."""
+        try:
+            lik = catalog.make_likelihood(self.resolved_likelihood())
+        except ValueError:        # no longer in bnlab.likelihoods.LIKELIHOODS: the run says so
+            return {}
+        controls = {LIKELIHOOD_CONTROLS.get(name) for name in lik.init_params()}
+        out = {}
+        if lik.exact_expectations:
+            out["cubature_order"] = f"expectations are exact for a {lik.label} likelihood"
+        if "lik_scale" not in controls:
+            out["lik_scale"] = f"the {lik.label} likelihood has no noise parameter"
+        if "df" not in controls:
+            out["df"] = f"degrees of freedom: the {lik.label} likelihood has none"
         return out
 
     def model_reasons(self, input_dim: int = 1) -> dict:

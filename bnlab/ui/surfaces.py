@@ -23,12 +23,12 @@ from .mcmc_notes import mcmc_note
 from .mcmc_ref import schedule_ladder
 from .problem import build_problem
 from .provenance import ComputedWith
-from .settings import LabSettings
+from .settings import LIKELIHOOD_CONTROLS, LabSettings
 from .trajectories import LEARNERS, learn_trajectories
 
-AXES = ("lengthscale", "variance", "period", "noise", "scale", "df", "alpha")
+AXES = ("lengthscale", "variance", "period", *LIKELIHOOD_CONTROLS, "alpha")
 #: the sidebar setting behind each surface axis
-THETA_SETTINGS = {**{a: a for a in AXES}, "noise": "lik_scale", "scale": "lik_scale"}
+THETA_SETTINGS = {**{a: a for a in AXES}, **LIKELIHOOD_CONTROLS}
 #: how each variable is labelled (the colour bar, the slice's axis)
 VARIABLE_LABELS = {"log_marginal_per_n": "log p(y) / n", "log_marginal": "log p(y)"}
 #: a surface panel's size: two to a row within the ≈ 600 px a page has at 1024 px with
@@ -78,19 +78,18 @@ def convergence_note(ds, max_iters: int) -> str:
 
 def available_axes(settings: LabSettings, methods=()) -> list:
     """The hyperparameters the current model has (a surface over another fails): the
-    kernel's, the likelihood's noise / scale / df, and α when a chosen method has it
+    kernel's, the likelihood's (the keys of its ``init_params()`` the lab has a control
+    for: noise, scale, df), and α when a chosen method has it
     (``bnlab.methods.takes_alpha``, with the default options the surface runs each
     method with)."""
-    lik = settings.resolved_likelihood()
     out = ["lengthscale", "variance"]
     if settings.kernel == "periodic":
         out.append("period")
-    if lik in ("gaussian", "product"):
-        out.append("noise")
-    if lik in ("student_t", "laplace"):
-        out.append("scale")
-    if lik == "student_t":
-        out.append("df")
+    try:
+        lik = catalog.make_likelihood(settings.resolved_likelihood()).init_params()
+    except ValueError:            # no longer offered: the surface's run says so
+        lik = {}
+    out += [axis for axis in LIKELIHOOD_CONTROLS if axis in lik]
     if any(takes_alpha(m) for m in methods if m in REGISTRY):
         out.append("alpha")
     return out

@@ -1,6 +1,10 @@
-"""A method added with ``bnlab.methods.register`` reaches the lab with no UI edit: the
-sidebar, Compare and Surfaces built after it offer it, its record decides whether α is
-a control, and it runs in the lab's ``Runner`` at the lab's α."""
+"""A method added with ``bnlab.methods.register`` and a likelihood added to
+``bnlab.likelihoods.LIKELIHOODS`` reach the lab with no UI edit: the sidebar, Compare
+and Surfaces built after them offer them, their records decide which controls apply
+(α; noise / scale, degrees of freedom, cubature order), and they run in the lab's
+``Runner`` with the lab's settings."""
+import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import bnlab
@@ -13,6 +17,7 @@ from bnlab.ui.settings import LabSettings
 from bnlab.ui.surfaces import SurfacesView
 
 TOY = "toy_power_ep"
+TOY_LIKELIHOOD = "toy_normal"
 
 
 @pytest.fixture
@@ -73,3 +78,66 @@ def test_a_registered_method_runs_in_the_lab_at_the_lab_s_alpha(toy_method):
     assert peer.stop_reason == ep.stop_reason == "converged"
     assert abs(run.energy[-1] - float(peer.log_marginal)) < 1e-6
     assert abs(run.energy[-1] - float(ep.log_marginal)) > 1e-3       # 5e-3 here
+
+
+class NormalBySD(bnlab.likelihoods.Likelihood):
+    """y = f + ε, ε ~ N(0, s²), its hyperparameter the standard deviation s ("scale"):
+    the Gaussian likelihood written anew, with cubature for every expectation."""
+
+    name = TOY_LIKELIHOOD
+    label = "Normal, noise as a standard deviation"
+    log_concave = True
+
+    def __init__(self, scale=0.1):
+        self.scale = float(scale)
+
+    def init_params(self):
+        return {"scale": jnp.asarray(self.scale)}
+
+    def log_prob(self, params, y, f):
+        s = params["scale"]
+        return -0.5 * (jnp.log(2 * jnp.pi * s ** 2) + (y - f[0]) ** 2 / s ** 2)
+
+    def conditional_moments(self, params, f):
+        return f[:1], jnp.reshape(params["scale"] ** 2, (1, 1))
+
+
+@pytest.fixture
+def toy_likelihood():
+    bnlab.likelihoods.LIKELIHOODS[TOY_LIKELIHOOD] = NormalBySD
+    yield NormalBySD
+    del bnlab.likelihoods.LIKELIHOODS[TOY_LIKELIHOOD]
+
+
+def _matern52(X, lengthscale, variance):
+    r = np.abs(X[:, None, 0] - X[None, :, 0]) / lengthscale
+    return variance * (1 + np.sqrt(5) * r + 5 * r ** 2 / 3) * np.exp(-np.sqrt(5) * r)
+
+
+def test_an_added_likelihood_is_offered_and_runs_in_the_lab(toy_likelihood):
+    """Its controls follow its ``init_params()`` (a scale, no degrees of freedom) and
+    its expectations (cubature: the order applies); built from the sidebar's scale and
+    run by VI in the lab's Runner, its energy is the exact log p(y) of GP regression
+    with noise variance s² (VI is exact for a Gaussian likelihood, and Gauss–Hermite
+    integrates its quadratic log density exactly)."""
+    settings = LabSettings(dataset="regression_1d", likelihood=TOY_LIKELIHOOD, lik_scale=0.3,
+                           method="vi")
+    reasons = settings.reasons()
+    assert "lik_scale" not in reasons and "cubature_order" not in reasons and "df" in reasons
+    controls = Controls(settings, Status())
+    assert controls.widgets["likelihood"].options[NormalBySD.label] == TOY_LIKELIHOOD
+    assert controls.rows["lik_scale"].visible and not controls.rows["df"].visible
+    surfaces = SurfacesView(settings)
+    assert "scale" in surfaces.param.axis0.objects and "noise" not in surfaces.param.axis0.objects
+
+    problem = build_problem(settings)
+    assert isinstance(problem.model.likelihood, NormalBySD)
+    assert float(problem.params["likelihood"]["scale"]) == 0.3
+    run = converge(problem, "vi", settings)
+    assert run.stop_reason() == "converged"
+    X, y = np.asarray(problem.X), np.asarray(problem.y)
+    kernel = problem.params["kernel"][0]
+    C = _matern52(X, float(kernel["lengthscale"]), float(kernel["variance"])) + 0.09 * np.eye(len(y))
+    _, logdet = np.linalg.slogdet(C)
+    exact = -0.5 * (y @ np.linalg.solve(C, y) + logdet + len(y) * np.log(2 * np.pi))
+    assert abs(run.energy[-1] - exact) < 1e-8

@@ -281,3 +281,47 @@ def test_alpha_name_decisions_passes_defaults_and_other_decisions():
               "cell = '1 (EP)' if record.energy == 'pep' else f'{alpha:g}'\n"
               "def effective_alpha(self):\n    return self.alpha if self.takes_alpha() else 1.0")
     assert alpha_name_decisions(source) == []
+
+
+def likelihood_name_decisions(source: str) -> list[str]:
+    """Comparisons with a likelihood's name (a ``bnlab.likelihoods.LIKELIHOODS`` key or
+    'probit'/'logit') as a string literal: the lab reads a likelihood's facts from the
+    likelihood (``init_params()``, ``label``, ``exact_expectations``, its class), so a
+    likelihood added there needs no UI edit."""
+    import bnlab
+    names = set(bnlab.likelihoods.LIKELIHOODS)
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            for side in (node.left, *node.comparators):
+                items = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]
+                if any(isinstance(c, ast.Constant) and c.value in names for c in items):
+                    found.append(f"line {node.lineno}: {ast.unparse(node)}")
+                    break
+    return found
+
+
+def test_the_lab_reads_likelihood_facts_from_the_likelihood():
+    found = []
+    for path in sorted((PACKAGE / "ui").rglob("*.py")):
+        found += [f"{path.relative_to(PACKAGE)} {where}"
+                  for where in likelihood_name_decisions(path.read_text())]
+    assert not found, "likelihood facts decided by name in the lab:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("source", [
+    "if lik in ('gaussian', 'product'):\n    out.append('noise')",
+    "if lik != 'student_t':\n    out['df'] = 'Student-t only'",
+    "kind = 'probability' if p.likelihood in ('probit', 'logit') else 'y'",
+])
+def test_likelihood_name_decisions_finds(source):
+    assert likelihood_name_decisions(source), source
+
+
+def test_likelihood_name_decisions_passes_values_and_facts():
+    source = ("likelihood = param.Selector(default='auto')\n"
+              "step = {'dataset': 'counts_1d', 'likelihood': 'poisson'}\n"
+              "if 'df' not in lik.init_params():\n    out['df'] = 'none'\n"
+              "if isinstance(lik, Bernoulli):\n    kind = 'probability'\n"
+              "if method == 'laplace_gn':\n    pass")
+    assert likelihood_name_decisions(source) == []

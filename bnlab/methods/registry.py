@@ -162,8 +162,10 @@ _NONEXISTENT = {
 
 
 def register(method: Method) -> Method:
-    """Add ``method`` to the registry: ``infer``, the surfaces and the lab's engine
-    accept its name from then on."""
+    """Add ``method`` to the registry: ``infer`` and the surfaces accept its name from
+    then on, and a lab built after it offers it, with the controls its record implies
+    (α from ``uses_alpha``, the step control from ``ascends``, acceleration from
+    ``mixing``)."""
     if method.name in REGISTRY or method.name in DIRECT_METHODS or method.name in _NONEXISTENT:
         raise ValueError(f"a method named {method.name!r} already exists")
     REGISTRY[method.name] = method

@@ -234,7 +234,7 @@ def alpha_name_decisions(source: str) -> list[str]:
     tree = ast.parse(source)
     decisive = []                                   # nodes whose comparisons decide α
     for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and "alpha" in node.name.lower():
+        if isinstance(node, ast.FunctionDef) and "alpha" in node.name.lower():
             decisive.append(node)
         elif isinstance(node, ast.If) and _mentions_alpha(node.test, *node.body, *node.orelse):
             decisive.append(node.test)
@@ -262,7 +262,7 @@ def test_the_lab_asks_the_records_whether_a_method_takes_alpha():
 
 
 @pytest.mark.parametrize("source", [
-    "def effective_alpha(self):\n    return self.alpha if self.method in ('pep', 'pep_qn') else 1.0",
+    "def effective_alpha(self):\n    return self.alpha if self.method in ('pep', 'pep_qn') else 1",
     "if not (m in ALPHA_METHODS or (m == 'heuristic' and base == 'pep')):\n"
     "    out['alpha'] = 'only for PEP'",
     "a = 1.0 if run == 'ep' else float(alpha)",

@@ -1,6 +1,7 @@
-"""What the lab offers: data sets, likelihoods, kernels, model structures and
-methods, with the human-readable labels shown in the controls, and which optional
-engine features (sparse / Markov models, G-KL, MCMC, surfaces) are installed."""
+"""What the lab offers: data sets, kernels and model structures with the labels shown
+in the controls; methods and likelihoods read from their registries
+(``bnlab.methods.REGISTRY``, ``bnlab.likelihoods.LIKELIHOODS``) when a page is built,
+labelled by their own records, so one added there needs no edit here."""
 from __future__ import annotations
 
 

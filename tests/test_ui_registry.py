@@ -142,3 +142,34 @@ def test_an_added_likelihood_is_offered_and_runs_in_the_lab(toy_likelihood):
     _, logdet = np.linalg.slogdet(C)
     exact = -0.5 * (y @ np.linalg.solve(C, y) + logdet + len(y) * np.log(2 * np.pi))
     assert abs(run.energy[-1] - exact) < 1e-8
+
+
+@pytest.mark.parametrize("name, options", [("pep", {}), ("vi", {}),
+                                           ("heuristic", {"base": "pep"}),
+                                           ("heuristic", {"base": "vi"}), (TOY, {})])
+def test_takes_alpha_is_what_the_engine_does(toy_method, name, options):
+    """The one α rule agrees with the engine: a method that takes α converges to another
+    energy at α = 0.3 than at α = 1 (Power EP's energy depends on α for a non-Gaussian
+    likelihood); one that does not gives the same energy whatever α it is handed."""
+    from bnlab.methods import takes_alpha
+    problem = build_problem(LabSettings())                   # probit classification
+    energies = [float(bnlab.infer(problem.model, problem.X, problem.y, method=name, alpha=a,
+                                  params=problem.params, tol=1e-10, max_iters=1000,
+                                  **options).log_marginal) for a in (0.3, 1.0)]
+    assert (abs(energies[0] - energies[1]) > 1e-4) == takes_alpha(name, **options), energies
+
+
+def test_ep_takes_no_alpha():
+    """EP is Power EP at α = 1: ``infer`` refuses another α, and the rule says it has none."""
+    from bnlab.methods import takes_alpha
+    problem = build_problem(LabSettings())
+    with pytest.raises(ValueError, match="α = 1"):
+        bnlab.infer(problem.model, problem.X, problem.y, method="ep", alpha=0.3)
+    assert not takes_alpha("ep") and takes_alpha("pep")
+
+
+def test_unregister_removes_only_registered_methods(toy_method):
+    with pytest.raises(ValueError, match="built-in"):
+        unregister("vi")
+    with pytest.raises(ValueError, match="already exists"):
+        register(toy_method)

@@ -80,6 +80,31 @@ def test_a_registered_method_runs_in_the_lab_at_the_lab_s_alpha(toy_method):
     assert abs(run.energy[-1] - float(ep.log_marginal)) > 1e-3       # 5e-3 here
 
 
+def test_the_whole_lab_offers_a_registered_method_and_its_live_page_runs_it(toy_method):
+    """``bnlab.ui.Lab()`` built after ``register``: chosen in the sidebar, at the
+    sidebar's α, the Live page's run converges to Power EP's energy through ``infer``."""
+    import panel as pn
+
+    import bnlab.ui
+    pn.extension()
+    lab = bnlab.ui.Lab()
+    try:
+        assert TOY in lab.compare.param.method_a.objects and TOY in lab.surfaces.methods.options
+        lab.controls.widgets["method"].value = TOY
+        lab.settings.alpha = 0.3
+        assert lab.controls.rows["alpha"].visible
+        run = lab.live.runner
+        assert (run.method, run.alpha) == (TOY, 0.3)
+        lab.live.step(200)
+        assert run.stop_reason() == "converged"
+        p = lab.live.problem
+        peer = bnlab.infer(p.model, p.X, p.y, method="pep", alpha=0.3, params=p.params,
+                           tol=1e-10, max_iters=1000)
+        assert abs(run.energy[-1] - float(peer.log_marginal)) < 1e-6
+    finally:
+        lab.close(None)
+
+
 class NormalBySD(bnlab.likelihoods.Likelihood):
     """y = f + ε, ε ~ N(0, s²), its hyperparameter the standard deviation s ("scale"):
     the Gaussian likelihood written anew, with cubature for every expectation."""

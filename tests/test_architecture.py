@@ -208,3 +208,120 @@ def test_every_family_returns_the_one_result_type():
     np.testing.assert_allclose(v_gkl, v_vi, atol=1e-5)
     assert abs(results[0].log_predictive(Xs, np.sin(2 * Xs[:, 0]))
                - results[1].log_predictive(Xs, np.sin(2 * Xs[:, 0]))) < 1e-5
+
+
+def _method_literals(node) -> list[str]:
+    """The method names (``bnlab.methods.method_names()``) written as string literals in
+    ``node``: a constant, or a tuple, list or set of constants."""
+    from bnlab.methods import method_names
+    items = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+    return [c.value for c in items if isinstance(c, ast.Constant) and c.value in method_names()]
+
+
+def _mentions_alpha(*nodes) -> bool:
+    return any("alpha" in ast.unparse(n).lower() or "α" in ast.unparse(n) for n in nodes)
+
+
+def alpha_name_decisions(source: str) -> list[str]:
+    """Comparisons with a method-name literal (``method == "ep"``, ``base == "pep"``,
+    ``m in ("pep", "pep_qn")``) that decide something about α: anywhere in a function
+    whose name says alpha, or in the condition of an ``if`` or conditional expression
+    whose branches mention it. Whether a method takes α is its record's ``uses_alpha``
+    (``bnlab.methods.takes_alpha``); a name written here would miss a registered method
+    and drift from the record. Names used otherwise (a default, a tour's settings) pass,
+    and so does a record's ``.energy`` compared with an energy's name ('pep' and
+    'laplace' name energies too)."""
+    tree = ast.parse(source)
+    decisive = []                                   # nodes whose comparisons decide α
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and "alpha" in node.name.lower():
+            decisive.append(node)
+        elif isinstance(node, ast.If) and _mentions_alpha(node.test, *node.body, *node.orelse):
+            decisive.append(node.test)
+        elif isinstance(node, ast.IfExp) and _mentions_alpha(node.body, node.orelse):
+            decisive.append(node.test)
+    found = set()
+    for root in decisive:
+        for node in ast.walk(root):
+            if isinstance(node, ast.Compare):
+                sides = (node.left, *node.comparators)
+                if any(isinstance(s, ast.Attribute) and s.attr == "energy" for s in sides):
+                    continue
+                if any(_method_literals(side) for side in sides):
+                    found.add(f"line {node.lineno}: {ast.unparse(node)}")
+    return sorted(found)
+
+
+def test_the_lab_asks_the_records_whether_a_method_takes_alpha():
+    """No ``bnlab/ui`` module decides α by a method's name: one rule, the records'."""
+    found = []
+    for path in sorted((PACKAGE / "ui").rglob("*.py")):
+        found += [f"{path.relative_to(PACKAGE)} {where}"
+                  for where in alpha_name_decisions(path.read_text())]
+    assert not found, "α decided by method names, not by Method.uses_alpha:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("source", [
+    "def effective_alpha(self):\n    return self.alpha if self.method in ('pep', 'pep_qn') else 1",
+    "if not (m in ALPHA_METHODS or (m == 'heuristic' and base == 'pep')):\n"
+    "    out['alpha'] = 'only for PEP'",
+    "a = 1.0 if run == 'ep' else float(alpha)",
+    "def _alpha_cell(method, alpha):\n    return '1 (EP)' if method == 'ep' else f'{alpha:g}'",
+])
+def test_alpha_name_decisions_finds(source):
+    assert alpha_name_decisions(source), source
+
+
+def test_alpha_name_decisions_passes_defaults_and_other_decisions():
+    source = ("method = param.Selector(default='vi', objects=['vi', 'ep'])\n"
+              "value = ['laplace', 'vi', 'ep', 'ep_like']\n"
+              "step = {'method': 'pep', 'alpha': 0.5}\n"
+              "if self.method != 'heuristic':\n    out['base'] = 'only for the heuristic fix'\n"
+              "a = float(alpha) if takes_alpha(method) else 1.0\n"
+              "cell = '1 (EP)' if record.energy == 'pep' else f'{alpha:g}'\n"
+              "def effective_alpha(self):\n    return self.alpha if self.takes_alpha() else 1.0")
+    assert alpha_name_decisions(source) == []
+
+
+def likelihood_name_decisions(source: str) -> list[str]:
+    """Comparisons with a likelihood's name (a ``bnlab.likelihoods.LIKELIHOODS`` key or
+    'probit'/'logit') as a string literal: the lab reads a likelihood's facts from the
+    likelihood (``init_params()``, ``label``, ``exact_expectations``, its class), so a
+    likelihood added there needs no UI edit."""
+    import bnlab
+    names = set(bnlab.likelihoods.LIKELIHOODS)
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            for side in (node.left, *node.comparators):
+                items = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]
+                if any(isinstance(c, ast.Constant) and c.value in names for c in items):
+                    found.append(f"line {node.lineno}: {ast.unparse(node)}")
+                    break
+    return found
+
+
+def test_the_lab_reads_likelihood_facts_from_the_likelihood():
+    found = []
+    for path in sorted((PACKAGE / "ui").rglob("*.py")):
+        found += [f"{path.relative_to(PACKAGE)} {where}"
+                  for where in likelihood_name_decisions(path.read_text())]
+    assert not found, "likelihood facts decided by name in the lab:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("source", [
+    "if lik in ('gaussian', 'product'):\n    out.append('noise')",
+    "if lik != 'student_t':\n    out['df'] = 'Student-t only'",
+    "kind = 'probability' if p.likelihood in ('probit', 'logit') else 'y'",
+])
+def test_likelihood_name_decisions_finds(source):
+    assert likelihood_name_decisions(source), source
+
+
+def test_likelihood_name_decisions_passes_values_and_facts():
+    source = ("likelihood = param.Selector(default='auto')\n"
+              "step = {'dataset': 'counts_1d', 'likelihood': 'poisson'}\n"
+              "if 'df' not in lik.init_params():\n    out['df'] = 'none'\n"
+              "if isinstance(lik, Bernoulli):\n    kind = 'probability'\n"
+              "if method == 'laplace_gn':\n    pass")
+    assert likelihood_name_decisions(source) == []

@@ -32,6 +32,10 @@ from .robust import Laplace, StudentT
 __all__ = ["Likelihood", "Gaussian", "Bernoulli", "Poisson", "StudentT", "Laplace",
            "Heteroscedastic", "Product", "LIKELIHOODS", "predictive_moments"]
 
-LIKELIHOODS = {"gaussian": Gaussian, "bernoulli": Bernoulli, "probit": lambda: Bernoulli("probit"),
-               "logit": lambda: Bernoulli("logit"), "poisson": Poisson, "student_t": StudentT,
-               "laplace": Laplace, "heteroscedastic": Heteroscedastic, "product": Product}
+#: name → a callable making the likelihood: with no argument (its defaults), or with its
+#: hyperparameters (the keys of its ``init_params()``) as keywords. The lab offers every
+#: entry (an entry added here included) and builds it from its controls that way.
+LIKELIHOODS = {"bernoulli": Bernoulli, "probit": lambda: Bernoulli("probit"),
+               "logit": lambda: Bernoulli("logit"), "gaussian": Gaussian, "poisson": Poisson,
+               "student_t": StudentT, "laplace": Laplace, "heteroscedastic": Heteroscedastic,
+               "product": Product}

@@ -51,12 +51,20 @@ def log_softplus(x):
 
 
 class Likelihood:
-    """Base class. Subclasses define ``log_prob`` and ``conditional_moments``."""
+    """Base class. Subclasses define ``log_prob`` and ``conditional_moments``.
+
+    A likelihood's hyperparameters are the keys of ``init_params()``, and its
+    constructor takes each as a keyword (``Gaussian(noise=σ²)``) with a default: the lab
+    builds one from its controls that way, with no table of its own."""
 
     name = "likelihood"
+    label = "likelihood"           # what the lab calls it
     num_latents = 1
     log_concave = False
     gaussian_form = False
+    exact_expectations = False     # every Gaussian expectation the methods take of it
+                                   # (E[log p], log E[p^α], the SLR moments) is exact
+                                   # whatever the cubature rule, so its order is moot
 
     def init_params(self) -> dict:
         return {}

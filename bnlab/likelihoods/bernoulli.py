@@ -31,6 +31,10 @@ class Bernoulli(Likelihood):
                              f"got {expectations!r}")
         self.link, self.expectations = link, expectations
 
+    @property
+    def label(self) -> str:
+        return f"Bernoulli, {self.link} link"
+
     def _log_cdf(self, z):
         return log_ndtr(z) if self.link == "probit" else jax.nn.log_sigmoid(z)
 

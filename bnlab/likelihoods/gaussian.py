@@ -13,8 +13,10 @@ class Gaussian(Likelihood):
     """y = f + ε, ε ~ N(0, σ²); ``params = {"noise": σ²}``. Every expectation is exact."""
 
     name = "gaussian"
+    label = "Gaussian"
     log_concave = True
     gaussian_form = True
+    exact_expectations = True      # closed forms; SLR of the linear E[y|f] by cubature
 
     def __init__(self, noise=0.1):
         self.noise, = _positive("Gaussian", noise=noise)
@@ -55,6 +57,7 @@ class Heteroscedastic(Likelihood):
     y ~ N(f₁, φ(f₂)²) with φ = softplus; two latent GPs."""
 
     name = "heteroscedastic"
+    label = "Heteroscedastic Gaussian (2 latents)"
     num_latents = 2
     gaussian_form = True
 

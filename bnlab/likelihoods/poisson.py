@@ -13,6 +13,7 @@ class Poisson(Likelihood):
     """Counts y ∈ {0, 1, …} with rate exp(f): log p = y f − e^f − log y!."""
 
     name = "poisson"
+    label = "Poisson"
     log_concave = True
 
     def log_prob(self, params, y, f):

@@ -13,6 +13,7 @@ class Product(Likelihood):
     y ~ N(f₁ · φ(f₂), σ²) with φ = softplus; ``params = {"noise": σ²}``."""
 
     name = "product"
+    label = "Product / amplitude (2 latents)"
     num_latents = 2
     gaussian_form = True
 

@@ -15,6 +15,7 @@ class StudentT(Likelihood):
     spread: use a high cubature order there (see ``cubature.log_expectation_exp``)."""
 
     name = "student_t"
+    label = "Student-t (robust)"
 
     def __init__(self, df=4.0, scale=0.1):
         self.df, self.scale = _positive("StudentT", df=df, scale=scale)
@@ -42,6 +43,7 @@ class Laplace(Likelihood):
     twice differentiable at y = f: the Newton Hessian is 0 there)."""
 
     name = "laplace"
+    label = "Laplace (robust)"
     log_concave = True
 
     def __init__(self, scale=0.1):

@@ -5,9 +5,12 @@ one ``Method`` record (``base.py``) in the registry (``registry.py``).
 
 Public (``__all__``): the records (``REGISTRY``: name → ``Method``, ``METHOD_NAMES``
 with the direct methods such as 'gkl', ``HEURISTIC_BASES``: the methods 'heuristic'
-may wrap), ``Method``/``Mixing`` and ``register``/``resolve``."""
+may wrap; ``method_names()``: the names now, registered ones included), ``Method``/
+``Mixing``, ``register``/``unregister``/``resolve`` and ``takes_alpha`` (whether α is a
+setting of a method, read from its record)."""
 from .base import Method, Mixing
-from .registry import HEURISTIC_BASES, METHOD_NAMES, REGISTRY, register, resolve
+from .registry import (HEURISTIC_BASES, METHOD_NAMES, REGISTRY, method_names, register,
+                       resolve, takes_alpha, unregister)
 
-__all__ = ["Method", "Mixing", "METHOD_NAMES", "REGISTRY", "HEURISTIC_BASES", "register",
-           "resolve"]
+__all__ = ["Method", "Mixing", "METHOD_NAMES", "REGISTRY", "HEURISTIC_BASES", "method_names",
+           "register", "unregister", "resolve", "takes_alpha"]

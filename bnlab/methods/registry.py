@@ -49,8 +49,8 @@ from .quasi_newton import (B0_SCALE, PEP_B0_SCALE, bfgs_init, laplace_qn_local, 
 from .riemannian import heuristic_local, riemannian_local
 from .variational import vi_gn_local, vi_local
 
-__all__ = ["REGISTRY", "METHOD_NAMES", "HEURISTIC_BASES", "register", "resolve",
-           "check_method_name", "riemannian", "heuristic"]
+__all__ = ["REGISTRY", "METHOD_NAMES", "HEURISTIC_BASES", "register", "unregister", "resolve",
+           "takes_alpha", "method_names", "check_method_name", "riemannian", "heuristic"]
 
 
 def riemannian(base: Method) -> Method:
@@ -73,47 +73,59 @@ def heuristic(base: Method) -> Method:
 
 def _quasi_newton(name, energy, make_local, description, b0_scale=B0_SCALE, **fields):
     """A damped-BFGS form: per-site B starts at −b0_scale·I, ξ is ``qn_damping``."""
-    return Method(name, energy, lambda lik, rule, qn_damping: make_local(lik, rule, qn_damping),
+    return Method(name=name, energy=energy,
+                  make_local=lambda lik, rule, qn_damping: make_local(lik, rule, qn_damping),
                   description=description, init_aux=bfgs_init(b0_scale), options=("qn_damping",),
                   **fields)
 
 
-_LAPLACE = Method("laplace", "laplace", laplace_local, False, "Newton on log p(y|f) at the mean (Laplace)",
+_LAPLACE = Method(name="laplace", energy="laplace", make_local=laplace_local,
+                  psd_guaranteed=False, description="Newton on log p(y|f) at the mean (Laplace)",
                   mean_only=True, mixing=Mixing("residual", min_history=2, damped_only=True))
-_VI = Method("vi", "vfe", vi_local, False, "natural-gradient variational inference (CVI)",
+_VI = Method(name="vi", energy="vfe", make_local=vi_local, psd_guaranteed=False,
+             description="natural-gradient variational inference (CVI)",
              reuses_energy_pass=True, ascends="vfe", mixing=Mixing("objective", depth=10))
-_PEP = Method("pep", "pep", pep_local, False, "Power EP with power α", uses_alpha=True,
+_PEP = Method(name="pep", energy="pep", make_local=pep_local, psd_guaranteed=False,
+              description="Power EP with power α", uses_alpha=True,
               reuses_energy_pass=True, mixing=Mixing("residual"))
-_PL2 = Method("pl2", "ep", pl2_local, False, "second-order posterior linearisation",
+_PL2 = Method(name="pl2", energy="ep", make_local=pl2_local, psd_guaranteed=False,
+              description="second-order posterior linearisation",
               nonnegative_if_log_concave=False)
 
 #: name → Method; ``register`` adds to it.
 REGISTRY: dict[str, Method] = {m.name: m for m in (
     _LAPLACE,
-    Method("laplace_gn", "laplace", laplace_gn_local, True, "Laplace with a Gauss–Newton Hessian",
+    Method(name="laplace_gn", energy="laplace", make_local=laplace_gn_local,
+           psd_guaranteed=True, description="Laplace with a Gauss–Newton Hessian",
            mean_only=True),
-    _quasi_newton("laplace_qn", "laplace", laplace_qn_local, "Laplace with damped-BFGS Hessians",
+    _quasi_newton(name="laplace_qn", energy="laplace", make_local=laplace_qn_local,
+                  description="Laplace with damped-BFGS Hessians",
                   psd_guaranteed=True, mean_only=True),
     riemannian(_LAPLACE),
-    Method("taylor", "laplace", taylor_local, True, "Taylor linearisation (iterated EKS)",
-           mean_only=True),
+    Method(name="taylor", energy="laplace", make_local=taylor_local, psd_guaranteed=True,
+           description="Taylor linearisation (iterated EKS)", mean_only=True),
     _VI,
-    Method("vi_gn", "vfe", vi_gn_local, True, "variational Gauss–Newton", reuses_energy_pass=True),
-    _quasi_newton("vi_qn", "vfe", vi_qn_local, "variational quasi-Newton (damped BFGS)",
+    Method(name="vi_gn", energy="vfe", make_local=vi_gn_local, psd_guaranteed=True,
+           description="variational Gauss–Newton", reuses_energy_pass=True),
+    _quasi_newton(name="vi_qn", energy="vfe", make_local=vi_qn_local,
+                  description="variational quasi-Newton (damped BFGS)",
                   psd_guaranteed=True, reuses_energy_pass=True),
     riemannian(_VI),
     replace(_PEP, name="ep", uses_alpha=False,
             description="expectation propagation (Power EP with α = 1)"),
     _PEP,
-    _quasi_newton("pep_qn", "pep", pep_qn_local, "Power EP with damped-BFGS tilted Hessians",
+    _quasi_newton(name="pep_qn", energy="pep", make_local=pep_qn_local,
+                  description="Power EP with damped-BFGS tilted Hessians",
                   b0_scale=PEP_B0_SCALE, psd_guaranteed=False, uses_alpha=True,
                   reuses_energy_pass=True, nonnegative_if_log_concave=False),
     riemannian(_PEP),
-    Method("pl", "ep", pl_local, True, "posterior linearisation (SLR)"),
+    Method(name="pl", energy="ep", make_local=pl_local, psd_guaranteed=True,
+           description="posterior linearisation (SLR)"),
     _PL2,
-    Method("pl2_gn", "ep", pl2_gn_local, True, "second-order PL with a Gauss–Newton Hessian"),
-    _quasi_newton("pl2_qn", "ep", pl2_qn_local, "second-order PL with damped-BFGS Hessians",
-                  psd_guaranteed=True),
+    Method(name="pl2_gn", energy="ep", make_local=pl2_gn_local, psd_guaranteed=True,
+           description="second-order PL with a Gauss–Newton Hessian"),
+    _quasi_newton(name="pl2_qn", energy="ep", make_local=pl2_qn_local,
+                  description="second-order PL with damped-BFGS Hessians", psd_guaranteed=True),
     replace(riemannian(_PL2), nonnegative_if_log_concave=True),
     replace(_VI, name="ep_like", energy="ep",
             description="VI sites scored by the EP energy (Li et al. 2023)"),
@@ -128,11 +140,15 @@ REGISTRY["heuristic"] = replace(heuristic(_VI), description="a base method with 
 
 
 def method_names() -> tuple:
-    """Every name ``infer`` accepts, site methods first."""
+    """Every name ``infer`` accepts now, site methods first (the ones ``register`` added
+    included: read it where the list is used, not once at import)."""
     return tuple(REGISTRY) + DIRECT_METHODS
 
 
+#: the names at import (``method_names()`` follows ``register``)
 METHOD_NAMES = method_names()
+#: the methods this module defines (``unregister`` removes only the others)
+_BUILT_IN = frozenset(REGISTRY)
 
 _NONEXISTENT = {
     "pep_gn": "there is no Power-EP Gauss–Newton method: Bonnet's and Price's theorems do "
@@ -146,12 +162,23 @@ _NONEXISTENT = {
 
 
 def register(method: Method) -> Method:
-    """Add ``method`` to the registry: ``infer``, the surfaces and the lab's engine
-    accept its name from then on."""
+    """Add ``method`` to the registry: ``infer`` and the surfaces accept its name from
+    then on, and a lab built after it offers it, with the controls its record implies
+    (α from ``uses_alpha``, the step control from ``ascends``, acceleration from
+    ``mixing``)."""
     if method.name in REGISTRY or method.name in DIRECT_METHODS or method.name in _NONEXISTENT:
         raise ValueError(f"a method named {method.name!r} already exists")
     REGISTRY[method.name] = method
     return method
+
+
+def unregister(name: str) -> Method:
+    """Remove a method ``register`` added (the built-in ones stay) and return it."""
+    if name in _BUILT_IN or name in DIRECT_METHODS:
+        raise ValueError(f"{name!r} is a built-in method: only registered ones can be removed")
+    if name not in REGISTRY:
+        raise ValueError(f"no registered method named {name!r}")
+    return REGISTRY.pop(name)
 
 
 def check_method_name(name: str):
@@ -178,3 +205,13 @@ def resolve(name: str, *, base: str = "vi", qn_damping: float = 0.5) -> tuple[Me
         method = heuristic(REGISTRY[base])
     options = {"qn_damping": qn_damping}
     return method, {k: v for k, v in options.items() if k in method.options}
+
+
+def takes_alpha(name: str, *, base: str = "vi") -> bool:
+    """Whether the Power-EP power α is a run-time setting of method ``name``: the
+    ``uses_alpha`` of the record it runs as (for 'heuristic', the fix around ``base``,
+    which takes α when the base does). 'ep' is Power EP at α = 1, fixed; the direct
+    methods (G-KL) have no α. The one rule the lab and scripts ask."""
+    if name in DIRECT_METHODS:
+        return False
+    return resolve(name, base=base)[0].uses_alpha

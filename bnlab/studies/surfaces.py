@@ -45,7 +45,7 @@ from ..engine.energies import energy as compute_energy
 from ..engine.loop import get_engine, trace_length
 from ..engine.state import Settings
 from ..inference import prepare_problem, validate_data, validate_settings
-from ..methods.registry import check_method_name
+from ..methods.registry import REGISTRY, check_method_name
 from ..sites import Sites, init_sites
 from .batched import points_per_program, solve_groups, state_bytes
 from .devices import local_devices, pad_to, sharded
@@ -227,9 +227,6 @@ def _per_method(value, methods, name, default):
     return {m: value for m in methods}
 
 
-_ENERGY_OF = {"vi": "vfe", "ep_like": "ep"}
-
-
 def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, *,
             X_test=None, y_test=None, params=None, alpha=1.0, damping=0.5, max_iters=200,
             tol=1e-8, backtracking=True, acceleration=True, cubature=("gauss_hermite", 20),
@@ -357,7 +354,7 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
 
     site_runs = []
     for run, members in groups.items():
-        extra = tuple(_ENERGY_OF[m] for m in members if m != run)
+        extra = tuple(REGISTRY[m].energy for m in members if m != run)
         a = 1.0 if run == "ep" else float(alpha)
         const = (base, X, y, a, float(damping[run]), float(tol), bool(backtracking),
                  bool(acceleration), int(max_iters[run]),
@@ -522,7 +519,7 @@ class _SiteRun:
         self.ok[idx] = out["converged"] & ~out["diverged"]
         for m in self.members:
             r = results[m]
-            r["log_marginal"][idx] = out["energy"] if m == self.run else out[_ENERGY_OF[m]]
+            r["log_marginal"][idx] = out["energy"] if m == self.run else out[REGISTRY[m].energy]
             r["iterations"][idx] = out["iterations"]
             r["converged"][idx] = out["converged"]
             r["diverged"][idx] = out["diverged"]

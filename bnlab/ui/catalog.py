@@ -1,11 +1,12 @@
-"""What the lab offers: data sets, likelihoods, kernels, model structures and
-methods, with the human-readable labels shown in the controls, and which optional
-engine features (sparse / Markov models, G-KL, MCMC, surfaces) are installed."""
+"""What the lab offers: data sets, kernels and model structures with the labels shown
+in the controls; methods and likelihoods read from their registries
+(``bnlab.methods.REGISTRY``, ``bnlab.likelihoods.LIKELIHOODS``) when a page is built,
+labelled by their own records, so one added there needs no edit here."""
 from __future__ import annotations
 
 
 from bnlab import kernels, likelihoods
-from bnlab.methods import HEURISTIC_BASES, METHOD_NAMES, REGISTRY
+from bnlab.methods import HEURISTIC_BASES, REGISTRY, method_names
 
 DATASETS = {
     "classification_1d": "Classification (1-D, ±1 labels)",
@@ -20,19 +21,8 @@ DATASETS = {
     "csv": "My CSV file (upload)",
 }
 
-LIKELIHOODS = {
-    "auto": "As the data set suggests",
-    "probit": "Bernoulli, probit link",
-    "logit": "Bernoulli, logit link",
-    "gaussian": "Gaussian",
-    "poisson": "Poisson",
-    "student_t": "Student-t (robust)",
-    "laplace": "Laplace (robust)",
-    "heteroscedastic": "Heteroscedastic Gaussian (2 latents)",
-    "product": "Product / amplitude (2 latents)",
-}
-
-# the likelihood a data set is made for (datasets.Dataset.likelihood → LIKELIHOODS key)
+# the likelihood a data set is made for (datasets.Dataset.likelihood → the key the lab
+# offers for it): "bernoulli" is probit's other name, and is not offered twice
 DATASET_LIKELIHOOD = {"bernoulli": "probit", "unknown": "gaussian"}
 
 KERNELS = {"matern12": kernels.Matern12, "matern32": kernels.Matern32,
@@ -43,15 +33,38 @@ KERNEL_LABELS = {"matern12": "Matérn 1/2", "matern32": "Matérn 3/2", "matern52
 MODELS = {"full": "Full GP", "sparse": "Sparse GP (inducing points)",
           "markov": "Markov GP (state space, 1-D)"}
 
-METHODS = {name: (REGISTRY[name].description if name in REGISTRY
-                  else "Gaussian KL with a structured covariance (G-KL)") for name in METHOD_NAMES}
-ALPHA_METHODS = tuple(n for n, method in REGISTRY.items() if method.uses_alpha)
+#: what the methods that have no site record (``infer``'s direct methods) are
+DIRECT_DESCRIPTIONS = {"gkl": "Gaussian KL with a structured covariance (G-KL)"}
 BASES = HEURISTIC_BASES
 
 
+def methods() -> dict:
+    """{name: description} of every method ``infer`` accepts now, read from the registry
+    when asked: a method added with ``bnlab.methods.register`` is offered by the lab
+    built after it, with no UI edit."""
+    return {name: REGISTRY[name].description if name in REGISTRY else DIRECT_DESCRIPTIONS[name]
+            for name in method_names()}
 
-def make_likelihood(name: str):
-    """The likelihood object for a LIKELIHOODS key (not 'auto')."""
-    if name in ("probit", "logit"):
-        return likelihoods.Bernoulli(link=name)
-    return likelihoods.LIKELIHOODS[name]()
+
+def site_methods() -> list:
+    """The methods with a site record (those a ``Runner`` steps), registered ones
+    included."""
+    return list(REGISTRY)
+
+
+def likelihood_choices() -> dict:
+    """{key: label} of the likelihood control: "auto", then every likelihood in
+    ``bnlab.likelihoods.LIKELIHOODS`` now (one added there included), each labelled by
+    its own ``label``."""
+    return {"auto": "As the data set suggests",
+            **{key: make_likelihood(key).label for key in likelihoods.LIKELIHOODS
+               if key not in DATASET_LIKELIHOOD}}
+
+
+def make_likelihood(name: str, **hyperparameters):
+    """The likelihood ``name`` (a ``bnlab.likelihoods.LIKELIHOODS`` key, not 'auto'),
+    with its defaults or the given hyperparameters (keys of its ``init_params()``)."""
+    if name not in likelihoods.LIKELIHOODS:
+        raise ValueError(f"unknown likelihood {name!r}; choose one of "
+                         f"{', '.join(likelihoods.LIKELIHOODS)}")
+    return likelihoods.LIKELIHOODS[name](**hyperparameters)

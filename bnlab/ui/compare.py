@@ -9,6 +9,8 @@ import numpy as np
 import panel as pn
 import param
 
+from bnlab.methods import REGISTRY
+
 from . import catalog, markup, palette
 from .alpha_explorer import AlphaExplorer
 from .alpha_sweep import MAX_ITERS
@@ -20,7 +22,6 @@ from .provenance import ComputedWith
 from .runner import STOP_REASONS, Runner
 from .settings import LabSettings
 
-SITE_METHODS = [m for m in catalog.METHODS if m != "gkl"]
 TRUTH_NOTE = ("Once the Live page's **MCMC reference** is computed for these data and "
               "hyperparameters, the plots below draw it as the truth: the exact posterior's "
               "band (dashed, “MCMC ± 2σ”) and log p(y) (a solid line, forward AIS's "
@@ -28,15 +29,11 @@ TRUTH_NOTE = ("Once the Live page's **MCMC reference** is computed for these dat
               "“not resolved” when it is wider than 0.05 nats).")
 
 
-def uses_alpha(method: str, settings: LabSettings) -> bool:
-    """Whether α is a setting of ``method`` (ep is PEP at α = 1, fixed)."""
-    return method in catalog.ALPHA_METHODS or (method == "heuristic" and settings.base == "pep")
-
-
 def method_alpha(method: str, settings: LabSettings, alpha=None) -> float:
     """The α ``method`` runs at: ``alpha`` (default the sidebar's α) for the methods
-    that take one, whatever the sidebar's own method is; 1 for the others."""
-    if not uses_alpha(method, settings):
+    that take one (``LabSettings.takes_alpha``), whatever the sidebar's own method is;
+    1 for the others."""
+    if not settings.takes_alpha(method):
         return 1.0
     return float(settings.alpha if alpha is None else alpha)
 
@@ -49,7 +46,7 @@ def converge(problem, method, settings: LabSettings, alpha=None, rho=None,
                rho=settings.rho if rho is None else rho, tol=1e-6,
                backtrack=settings.backtrack, accelerate=settings.accelerate,
                cubature_order=settings.cubature_order,
-               options=settings.method_options() if method == settings.method else (),
+               options=settings.options_for(method),
                max_iters=max_iters)
     while r.stop_reason() is None:
         r.step(1)
@@ -162,16 +159,20 @@ def _energy_cell(snap):
     return "—" if st["diverged"] else f"{st['energy']:.4f}"
 
 
-def _alpha_cell(method, alpha):
-    return "1 (EP)" if method == "ep" else f"{alpha:g}" if alpha is not None else "—"
+def _alpha_cell(record, alpha):
+    """The table's α: the one that ran, "1 (EP)" for Power EP's energy at its fixed α
+    (the ep record), "—" for a method without α."""
+    if alpha is not None:
+        return f"{alpha:g}"
+    return "1 (EP)" if record.energy == "pep" else "—"
 
 
 class CompareView(pn.viewable.Viewer):
     """The pair and the α explorer. ``reference``: the Live page's ``MCMCReference``;
     while it holds samples of the problem a plot shows, that plot overlays them as the
     truth (``show_reference`` redraws once it has new ones)."""
-    method_a = param.Selector(default="laplace", objects=SITE_METHODS)
-    method_b = param.Selector(default="ep", objects=SITE_METHODS)
+    method_a = param.Selector(default="laplace", objects=catalog.site_methods())
+    method_b = param.Selector(default="ep", objects=catalog.site_methods())
     alpha_a = param.Number(default=0.5, bounds=(0.001, 1.0), doc="α of method A (PEP methods)")
     alpha_b = param.Number(default=0.5, bounds=(0.001, 1.0), doc="α of method B (PEP methods)")
     rho_a = param.Number(default=0.5, bounds=(0.01, 1.0), doc="damping ρ of method A")
@@ -181,7 +182,11 @@ class CompareView(pn.viewable.Viewer):
                  **params):
         params = {"alpha_a": settings.alpha, "alpha_b": settings.alpha, "rho_a": settings.rho,
                   "rho_b": settings.rho, **params}
+        chosen = {k: params.pop(k) for k in ("method_a", "method_b") if k in params}
         super().__init__(**params)
+        for name in ("method_a", "method_b"):    # the methods registered now
+            self.param[name].objects = catalog.site_methods()
+        self.param.update(**chosen)
         self.settings = settings
         self.reference = reference
         self.colours = palette.current()      # the session's theme, read while it is built
@@ -214,6 +219,7 @@ class CompareView(pn.viewable.Viewer):
                 self.param[name], label=label, width=80, step=0.05,
                 css_classes=[f"bn-compare-{name}"])
         self.param.watch(lambda *_: self._refresh_alpha_inputs(), ["method_a", "method_b"])
+        settings.param.watch(lambda *_: self._refresh_alpha_inputs(), ["method", "base"])
         self._refresh_alpha_inputs()
         W = self.widgets
         self.layout = pn.Column(
@@ -233,7 +239,7 @@ class CompareView(pn.viewable.Viewer):
         """α is an input only for the methods that have one (ep is α = 1), and shown
         only for them: a greyed box still read as the α that ran (0.5 beside ep)."""
         for side in ("a", "b"):
-            has = uses_alpha(getattr(self, f"method_{side}"), self.settings)
+            has = self.settings.takes_alpha(getattr(self, f"method_{side}"))
             widget = self.widgets[f"alpha_{side}"]
             widget.disabled, widget.visible = not has, has
 
@@ -264,8 +270,9 @@ class CompareView(pn.viewable.Viewer):
             snap = r.snapshot()
             label = m if m not in snaps else f"{m} (B)"
             snaps[label] = snap
-            shown = alpha if uses_alpha(m, self.settings) else None
-            rows.append(f"<tr><td>{label}</td><td class='bn-alpha'>{_alpha_cell(m, shown)}</td>"
+            shown = alpha if self.settings.takes_alpha(m) else None
+            rows.append(f"<tr><td>{label}</td><td class='bn-alpha'>"
+                        f"{_alpha_cell(REGISTRY[m], shown)}</td>"
                         f"<td>{rho:g}</td><td class='bn-energy'>{_energy_cell(snap)}</td>"
                         f"<td>{r.iteration}</td><td>{status_word(r)}</td></tr>")
         self.snaps, self.pair_problem = snaps, problem

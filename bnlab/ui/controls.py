@@ -11,12 +11,20 @@ from . import catalog, markup
 from .problem import MAX_UPLOAD_BYTES, MAX_UPLOAD_ROWS, SettingError, upload_text
 from .settings import LabSettings
 
+
+def _method_labels() -> dict:
+    """{method: "name — description"} of the methods registered now (a method added
+    with ``register`` is offered by a sidebar built after it)."""
+    return {k: f"{k} — {v}" for k, v in catalog.methods().items()}
+
+
+#: {setting: (label, {value: text} or a function giving it when a sidebar is built)}
 _SELECT_LABELS = {
     "dataset": ("Data set", catalog.DATASETS),
-    "likelihood": ("Likelihood", catalog.LIKELIHOODS),
+    "likelihood": ("Likelihood", catalog.likelihood_choices),
     "kernel": ("Kernel", catalog.KERNEL_LABELS),
     "model": ("Model", catalog.MODELS),
-    "method": ("Inference method", {k: f"{k} — {v}" for k, v in catalog.METHODS.items()}),
+    "method": ("Inference method", _method_labels),
     "base": ("Base method (heuristic fix)", {b: b for b in catalog.BASES}),
     "covariance": ("G-KL covariance structure", None),
 }
@@ -60,6 +68,7 @@ class Controls(pn.viewable.Viewer):
         self.settings, self.status = settings, status
         self.widgets, self.hints = {}, {}
         for name, (label, options) in _SELECT_LABELS.items():
+            options = options() if callable(options) else options
             opts = {v: k for k, v in options.items()} if options else list(
                 settings.param[name].objects)
             self.widgets[name] = pn.widgets.Select.from_param(
@@ -123,7 +132,7 @@ class Controls(pn.viewable.Viewer):
             current = getattr(s, name)
             self.widgets[name].disabled_options = [o for o in reasons if o != current]
         # the chosen method in full: its box shows the first ≈ 45 characters only
-        captions = {"method": catalog.METHODS[s.method]}
+        captions = {"method": catalog.methods().get(s.method, "")}
         for name, row in self.rows.items():
             row.visible = name not in hidden and (name != "csv" or s.dataset == "csv")
             error = st.errors.get(name) or option_reasons.get(name, {}).get(getattr(s, name, None))

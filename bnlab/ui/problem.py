@@ -15,7 +15,7 @@ import bnlab
 from bnlab import datasets
 
 from . import catalog
-from .settings import LabSettings
+from .settings import LIKELIHOOD_CONTROLS, LabSettings
 
 GRID_POINTS = 200
 
@@ -43,7 +43,7 @@ class Problem(NamedTuple):
     params: dict
     X: Any                 # (N, d) jnp training inputs
     y: Any                 # (N,) jnp targets
-    likelihood: str        # catalog.LIKELIHOODS key
+    likelihood: str        # bnlab.likelihoods.LIKELIHOODS key
     description: str
     x_plot: np.ndarray     # (N,) plotting coordinate of each training input
     Xs: Any                # (Ns, d) prediction inputs for the bands
@@ -107,14 +107,15 @@ def make_kernel(settings: LabSettings):
 
 
 def make_likelihood(settings: LabSettings, name: str):
-    s = float(settings.lik_scale)
-    if name in ("gaussian", "product"):
-        return bnlab.likelihoods.LIKELIHOODS[name](noise=s)
-    if name == "student_t":
-        return bnlab.likelihoods.StudentT(df=float(settings.df), scale=s)
-    if name == "laplace":
-        return bnlab.likelihoods.Laplace(scale=s)
-    return catalog.make_likelihood(name)
+    """The likelihood ``name`` with each of its hyperparameters (the keys of its
+    ``init_params()``) set from its control (``LIKELIHOOD_CONTROLS``)."""
+    names = list(catalog.make_likelihood(name).init_params())
+    unknown = [n for n in names if n not in LIKELIHOOD_CONTROLS]
+    if unknown:
+        raise ValueError(f"the {name} likelihood's {', '.join(unknown)} has no control in the "
+                         f"lab (it sets {', '.join(LIKELIHOOD_CONTROLS)})")
+    return catalog.make_likelihood(
+        name, **{n: float(getattr(settings, LIKELIHOOD_CONTROLS[n])) for n in names})
 
 
 def make_model(settings: LabSettings, X: np.ndarray, lik):

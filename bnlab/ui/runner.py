@@ -191,7 +191,7 @@ def _assemble(run, mean, cov, ey, vy, nat1, prec) -> dict:
         sd = np.sqrt(np.maximum(cov[:, d, d], 0.0))
         bands[f"f{d + 1}"] = {"x": p.xs_plot, "mean": mean[:, d],
                               "lower": mean[:, d] - 2 * sd, "upper": mean[:, d] + 2 * sd}
-    if p.likelihood in ("probit", "logit"):
+    if isinstance(p.model.likelihood, bnlab.likelihoods.Bernoulli):   # E[y] of ±1 labels
         prob = 0.5 * (np.asarray(ey) + 1.0)
         predictive = {"x": p.xs_plot, "mean": prob, "lower": prob, "upper": prob,
                       "kind": "probability"}

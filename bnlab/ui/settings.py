@@ -9,15 +9,28 @@ from __future__ import annotations
 import param
 
 from bnlab.gkl import COVARIANCES
-from bnlab.methods import REGISTRY
+from bnlab.methods import REGISTRY, takes_alpha
 
 from . import catalog
 from .presets import preset_changes
 
-#: the methods whose iteration ascends the ELBO (the step control applies) and those
-#: Anderson acceleration may mix, read from their records
-ASCENDS_ELBO = frozenset(n for n, m in REGISTRY.items() if m.ascends == "vfe")
-ACCELERATED = {n: m.mixing for n, m in REGISTRY.items() if m.mixing is not None}
+
+def ascends_elbo() -> list:
+    """The methods whose iteration ascends the ELBO (the step control applies), read
+    from their records when asked (registered methods included)."""
+    return sorted(n for n, m in REGISTRY.items() if m.ascends == "vfe")
+
+
+def accelerated() -> dict:
+    """{method: ``Mixing``} of the methods Anderson acceleration may mix, from their
+    records."""
+    return {n: m.mixing for n, m in REGISTRY.items() if m.mixing is not None}
+
+
+#: the control that sets each likelihood hyperparameter (a key of the likelihood's
+#: ``init_params()``): a likelihood whose hyperparameters are among these needs no UI edit
+LIKELIHOOD_CONTROLS = {"noise": "lik_scale", "scale": "lik_scale", "df": "df"}
+
 
 #: parameters written to / read from the page URL (a teacher's shareable link)
 URL_PARAMS = ("dataset", "n", "likelihood", "kernel", "lengthscale", "variance", "period",
@@ -30,7 +43,7 @@ class LabSettings(param.Parameterized):
     dataset = param.Selector(default="classification_1d", objects=list(catalog.DATASETS))
     n = param.Integer(default=0, bounds=(0, 2000),
                       doc="number of synthetic points before the train/test split (0: preset size)")
-    likelihood = param.Selector(default="auto", objects=list(catalog.LIKELIHOODS))
+    likelihood = param.Selector(default="auto", objects=list(catalog.likelihood_choices()))
     kernel = param.Selector(default="matern52", objects=list(catalog.KERNELS))
     lengthscale = param.Number(default=1.0, bounds=(1e-3, 1e3), softbounds=(0.05, 20))
     variance = param.Number(default=1.0, bounds=(1e-4, 1e5), softbounds=(0.05, 20))
@@ -40,7 +53,7 @@ class LabSettings(param.Parameterized):
     df = param.Number(default=4.0, bounds=(0.5, 100), softbounds=(1, 30))
     model = param.Selector(default="full", objects=list(catalog.MODELS))
     num_inducing = param.Integer(default=20, bounds=(2, 500))
-    method = param.Selector(default="vi", objects=list(catalog.METHODS))
+    method = param.Selector(default="vi", objects=list(catalog.methods()))
     base = param.Selector(default="vi", objects=list(catalog.BASES))
     alpha = param.Number(default=0.5, bounds=(0.001, 1.0))
     rho = param.Number(default=0.5, bounds=(0.01, 1.0))
@@ -58,7 +71,15 @@ class LabSettings(param.Parameterized):
     csv_text = param.String(default="", precedence=-1, doc="the uploaded CSV (not in the URL)")
 
     def __init__(self, **params):
+        # the methods and likelihoods there are now (``register`` or an entry added to
+        # ``bnlab.likelihoods.LIKELIHOODS`` since import included)
+        choices = {"method": list(catalog.methods()),
+                   "likelihood": list(catalog.likelihood_choices())}
+        chosen = {name: params.pop(name) for name in choices if name in params}
         super().__init__(**params)
+        for name, objects in choices.items():
+            self.param[name].objects = objects
+        self.param.update(**chosen)
         self._pinned = frozenset()
         self.param.watch(self._on_dataset, list(URL_PARAMS) + ["csv_text"])
 
@@ -92,22 +113,31 @@ class LabSettings(param.Parameterized):
         return catalog.DATASET_LIKELIHOOD.get(lik, lik)
 
     def effective_alpha(self) -> float:
-        if self.method in catalog.ALPHA_METHODS or (self.method == "heuristic" and self.base == "pep"):
-            return float(self.alpha)
-        return 1.0
+        return float(self.alpha) if self.takes_alpha() else 1.0
 
     def method_options(self) -> tuple:
         if self.method == "heuristic":
             return (("base", self.base),)
         return ()
 
+    def options_for(self, method: str) -> tuple:
+        """The options ``method`` runs with in the lab: the sidebar's (the heuristic
+        fix's base) for the sidebar's own method, the defaults for any other (Compare's
+        pair, the surfaces)."""
+        return self.method_options() if method == self.method else ()
+
+    def takes_alpha(self, method: str | None = None) -> bool:
+        """Whether α is a setting of ``method`` (default the sidebar's) as the lab runs
+        it: its record's ``uses_alpha`` (``bnlab.methods.takes_alpha``)."""
+        method = self.method if method is None else method
+        return takes_alpha(method, **dict(self.options_for(method)))
+
     def reasons(self, input_dim: int = 1) -> dict:
         """{parameter name: why it is disabled} for the current combination."""
-        lik = self.resolved_likelihood()
-        out = {}
-        if not (self.method in catalog.ALPHA_METHODS or
-                (self.method == "heuristic" and self.base == "pep")):
-            out["alpha"] = ("α is the Power-EP power: only for pep, pep_qn, pep_riemann "
+        out = self._likelihood_reasons()
+        if not self.takes_alpha():
+            with_alpha = [n for n in REGISTRY if takes_alpha(n)]
+            out["alpha"] = (f"α is the Power-EP power: only for {', '.join(with_alpha)} "
                             "(ep is α = 1)")
         if self.method != "heuristic":
             out["base"] = "only for the heuristic PSD fix"
@@ -115,31 +145,43 @@ class LabSettings(param.Parameterized):
             out["rho"] = "G-KL optimises (m, C) directly: there is no site damping"
         else:
             out["covariance"] = out["band"] = "covariance structure applies to G-KL only"
-        if self.method not in ASCENDS_ELBO:
+        ascending, mixed = ascends_elbo(), accelerated()
+        if self.method not in ascending:
             out["backtrack"] = ("only for the methods whose iteration ascends the ELBO "
-                                f"({', '.join(sorted(ASCENDS_ELBO))}); the others have no "
+                                f"({', '.join(ascending)}); the others have no "
                                 "objective a shorter step is sure to increase")
-        if self.method not in ACCELERATED:
-            out["accelerate"] = (f"only for {', '.join(sorted(ACCELERATED))}: "
+        if self.method not in mixed:
+            out["accelerate"] = (f"only for {', '.join(sorted(mixed))}: "
                                  "vi_riemann's point is a PD path mixing would not keep, "
                                  "the other forms are not mixed")
-        elif ACCELERATED[self.method].guard == "objective" and not self.backtrack:
+        elif mixed[self.method].guard == "objective" and not self.backtrack:
             out["accelerate"] = "needs the step control: the ELBO test is its safeguard"
         if self.method == "gkl" and self.covariance not in ("banded", "chevron", "subspace",
                                                              "factor_analysis"):
             out["band"] = "only for banded (band B) / chevron, subspace, factor analysis (rank K)"
-        if lik == "gaussian":
-            out["cubature_order"] = "expectations are exact for a Gaussian likelihood"
         if self.kernel != "periodic":
             out["period"] = "only for the periodic kernel"
-        if lik in ("probit", "logit", "poisson", "heteroscedastic"):
-            out["lik_scale"] = f"the {catalog.LIKELIHOODS[lik]} likelihood has no noise parameter"
-        if lik != "student_t":
-            out["df"] = "degrees of freedom: Student-t only"
         if self.dataset in ("breast_cancer", "csv"):
             out["n"] = "the size is fixed by the data"
         if self.model != "sparse":
             out["num_inducing"] = "only for the sparse model"
+        return out
+
+    def _likelihood_reasons(self) -> dict:
+        """The likelihood's controls that do not apply, read from the likelihood: its
+        hyperparameters (``init_params()``) and ``exact_expectations``."""
+        try:
+            lik = catalog.make_likelihood(self.resolved_likelihood())
+        except ValueError:        # no longer in bnlab.likelihoods.LIKELIHOODS: the run says so
+            return {}
+        controls = {LIKELIHOOD_CONTROLS.get(name) for name in lik.init_params()}
+        out = {}
+        if lik.exact_expectations:
+            out["cubature_order"] = f"expectations are exact for a {lik.label} likelihood"
+        if "lik_scale" not in controls:
+            out["lik_scale"] = f"the {lik.label} likelihood has no noise parameter"
+        if "df" not in controls:
+            out["df"] = f"degrees of freedom: the {lik.label} likelihood has none"
         return out
 
     def model_reasons(self, input_dim: int = 1) -> dict:

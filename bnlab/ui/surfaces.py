@@ -15,6 +15,8 @@ import numpy as np
 import panel as pn
 import param
 
+from bnlab.methods import REGISTRY, takes_alpha
+
 from . import catalog, markup
 from .layout import controls_row
 from .live_recompute import LiveRecompute
@@ -22,12 +24,12 @@ from .mcmc_notes import mcmc_note, unsettled_cells
 from .mcmc_ref import schedule_ladder
 from .problem import build_problem
 from .provenance import ComputedWith
-from .settings import LabSettings
+from .settings import LIKELIHOOD_CONTROLS, LabSettings
 from .trajectories import LEARNERS, learn_trajectories
 
-AXES = ("lengthscale", "variance", "period", "noise", "scale", "df", "alpha")
+AXES = ("lengthscale", "variance", "period", *LIKELIHOOD_CONTROLS, "alpha")
 #: the sidebar setting behind each surface axis
-THETA_SETTINGS = {**{a: a for a in AXES}, "noise": "lik_scale", "scale": "lik_scale"}
+THETA_SETTINGS = {**{a: a for a in AXES}, **LIKELIHOOD_CONTROLS}
 #: how each variable is labelled (the colour bar, the slice's axis)
 VARIABLE_LABELS = {"log_marginal_per_n": "log p(y) / n", "log_marginal": "log p(y)"}
 #: a surface panel's size: two to a row within the ≈ 600 px a page has at 1024 px with
@@ -77,18 +79,19 @@ def convergence_note(ds, max_iters: int) -> str:
 
 def available_axes(settings: LabSettings, methods=()) -> list:
     """The hyperparameters the current model has (a surface over another fails): the
-    kernel's, the likelihood's noise / scale / df, and α when a chosen method has it."""
-    lik = settings.resolved_likelihood()
+    kernel's, the likelihood's (the keys of its ``init_params()`` the lab has a control
+    for: noise, scale, df), and α when a chosen method has it
+    (``bnlab.methods.takes_alpha``, with the default options the surface runs each
+    method with)."""
     out = ["lengthscale", "variance"]
     if settings.kernel == "periodic":
         out.append("period")
-    if lik in ("gaussian", "product"):
-        out.append("noise")
-    if lik in ("student_t", "laplace"):
-        out.append("scale")
-    if lik == "student_t":
-        out.append("df")
-    if any(m in catalog.ALPHA_METHODS for m in methods):
+    try:
+        lik = catalog.make_likelihood(settings.resolved_likelihood()).init_params()
+    except ValueError:            # no longer offered: the surface's run says so
+        lik = {}
+    out += [axis for axis in LIKELIHOOD_CONTROLS if axis in lik]
+    if any(takes_alpha(m) for m in methods if m in REGISTRY):
         out.append("alpha")
     return out
 
@@ -258,7 +261,7 @@ class SurfacesView(pn.viewable.Viewer):
         self._stars = []
         settings.param.watch(lambda *_: self._move_star(), sorted(set(THETA_SETTINGS.values())))
         self.message = markup.html_pane("", sizing_mode="stretch_width")
-        choices = list(catalog.METHODS) + ["mcmc"]
+        choices = list(catalog.methods()) + ["mcmc"]
         self.methods = pn.widgets.MultiChoice(label="Methods", options=choices,
                                               value=["laplace", "vi", "ep", "ep_like"],
                                               sizing_mode="stretch_width")

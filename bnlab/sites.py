@@ -24,11 +24,10 @@ __all__ = ["Sites", "Marginals", "site_residual", "init_sites", "damped_update",
            "min_eigenvalue", "max_relative_change"]
 
 INITIAL_SITE_PRECISION = 0.01
-#: prior variances up to this size keep the initial site precision and compare site
-#: changes to a floor of 1; above it both scale as 1/σ² (``init_sites``,
-#: ``max_relative_change``). Not lower: a smaller floor asks for site changes finer
-#: than the ELBO resolves, and VI's step control, which rejects a step that lowers the
-#: ELBO, then stalls short of the test (at σ² = 400 with a floor of 0.25)
+#: prior variances up to this size compare site changes to a floor of 1; above it the
+#: floor scales as 1/σ² (``max_relative_change``). Not lower: a smaller floor asks for
+#: site changes finer than the ELBO resolves, and VI's step control, which rejects a
+#: step that lowers the ELBO, then stalls short of the test (at σ² = 400, floor 0.25)
 PRIOR_SCALE = 1e4
 
 
@@ -66,17 +65,10 @@ def site_residual(marg: Marginals, sites: Sites):
     return sites.nat1 - jnp.einsum("nab,nb->na", sites.prec, marg.mean)
 
 
-def init_sites(num_data: int, num_latents: int, precision=INITIAL_SITE_PRECISION,
-               prior_variance=None) -> Sites:
-    """ν̄ = 0 and Λ̄ = ``precision``·I, or, given the prior variances σ²ᵢ at the inputs
-    ((N, D)), Λ̄ = ``precision``·min(1, ``PRIOR_SCALE``/σ²ᵢ): a site starts weak against
-    its prior at any scale (a precision of 0.01 against a prior variance of 1e300 is
-    10²⁹⁸ times the prior's, and EP's sites took hundreds of steps to come down)."""
-    if prior_variance is None:
-        diag = jnp.full((num_data, num_latents), precision)
-    else:
-        diag = precision * jnp.minimum(1.0, PRIOR_SCALE / prior_variance)
-    return Sites(jnp.zeros((num_data, num_latents)), diag[..., :, None] * jnp.eye(num_latents))
+def init_sites(num_data: int, num_latents: int, precision=INITIAL_SITE_PRECISION) -> Sites:
+    eye = jnp.eye(num_latents)
+    return Sites(jnp.zeros((num_data, num_latents)),
+                 jnp.broadcast_to(precision * eye, (num_data, num_latents, num_latents)))
 
 
 def damped_update(sites: Sites, J, H, mean, rho) -> Sites:

@@ -20,3 +20,35 @@ def test_a_page_whose_session_was_discarded_gets_a_new_one_that_works(lab_browse
     built, requests, errors = visit_late(lab_browser, lab_url, lab_server_log)
     assert built == 2 and errors == []
     assert len(requests) > 10 and _foreign(requests, lab_url) == []
+
+
+def test_a_websocket_closing_after_its_session_was_discarded_only_releases_it():
+    """A page's WebSocket that closes after Bokeh discarded its session (a tab closed
+    while loading) made Bokeh's ``on_close`` raise an ``AssertionError`` that Tornado
+    logged as an uncaught exception; the lab's server releases the connection only."""
+    from types import SimpleNamespace
+
+    from bokeh.server.connection import ServerConnection
+    from bokeh.server.views.ws import WSHandler
+
+    from bnlab.ui import app
+    session = SimpleNamespace(subscribe=lambda c: None, unsubscribe=lambda c: None)
+    lost = []
+
+    def handler():
+        connection = ServerConnection(None, None, None, session)
+        connection.detach_session()                 # what discarding the session does
+        return SimpleNamespace(connection=connection, close_code=None, close_reason=None,
+                               application=SimpleNamespace(client_lost=lost.append))
+
+    original = WSHandler.on_close
+    try:
+        if not getattr(original, "tolerates_gone_sessions", False):
+            with pytest.raises(AssertionError):
+                original(handler())
+        app._close_pages_whose_session_is_gone()
+        gone = handler()
+        WSHandler.on_close(gone)
+        assert lost == [gone.connection]
+    finally:
+        WSHandler.on_close = original

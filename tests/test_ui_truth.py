@@ -588,19 +588,20 @@ def test_compare_overlays_the_live_pages_mcmc_reference_of_its_own_problem_only(
 
 
 def test_surface_cells_where_a_method_diverged_have_no_value_on_the_page():
-    """Poisson counts at large signal variances: damped EP diverges at some cells, where
-    ``bnlab.surface`` keeps the last valid iterate's energy (flagged ``diverged``), as
-    low as −6.3 per point beside VI's −3.5. The panels and the slice draw no value
-    there (grey), the best cell's × ignores them, and the note counts them; a cell
-    stopped by the iteration cap is drawn, and named as not converged."""
+    """Student-t regression with outliers at ρ = 0.7: EP's cavities lose positive-
+    definiteness at some cells, where ``bnlab.surface`` keeps the last valid iterate's
+    energy (flagged ``diverged``). The panels and the slice draw no value there (grey),
+    the best cell's × ignores them, and the note counts them; a cell stopped by the
+    iteration cap is drawn, and named as not converged."""
     import holoviews as hv
 
     import bnlab
     from bnlab.ui.surfaces import NO_VALUE, contour_layout, convergence_note, slice_plot
-    p = build_problem(LabSettings(dataset="counts_1d", kernel="matern32"))
+    p = build_problem(LabSettings(dataset="robust_1d", likelihood="student_t", df=4.0,
+                                  lik_scale=0.1, kernel="matern52"))
     ds = bnlab.surface(p.model, p.X, p.y, methods=["vi", "ep"], params=p.params,
-                       grid={"variance": np.logspace(1, 2, 3),
-                             "lengthscale": np.logspace(-1, 0, 3)})
+                       damping=0.7, grid={"variance": np.logspace(0, 1, 3),
+                                          "lengthscale": np.logspace(-1, 0.5, 3)})
     bad = ds["diverged"].sel(scheme="ep").values
     raw = ds["log_marginal_per_n"].sel(scheme="ep").values
     assert bad.any() and not ds["diverged"].sel(scheme="vi").values.any()

@@ -499,11 +499,34 @@ def _ignore_writes_to_closed_pages():
     loop.set_exception_handler(handle)
 
 
+def _close_pages_whose_session_is_gone():
+    """Bokeh's WebSocket ``on_close`` reads its connection's session, which is None once
+    the session was discarded first (a tab closed while its page loaded, or left open
+    past the session's lifetime), and Tornado logged the ``AssertionError`` it raises
+    as an uncaught exception. Such a close now only releases the connection. Applied
+    once per process."""
+    from bokeh.server.views.ws import WSHandler
+    original = WSHandler.on_close
+    if getattr(original, "tolerates_gone_sessions", False):
+        return
+
+    def on_close(self):
+        connection = getattr(self, "connection", None)
+        if connection is not None and getattr(connection, "_session", True) is None:
+            log.info("bnlab: a page's WebSocket closed after its session was discarded")
+            self.application.client_lost(connection)
+            return
+        original(self)
+    on_close.tolerates_gone_sessions = True
+    WSHandler.on_close = on_close
+
+
 def serve_lab():
     """Build the per-session app (the body of apps/lab.py)."""
     serve_resources_locally()
     send_mathjax_only_for_tex()
     _ignore_writes_to_closed_pages()
+    _close_pages_whose_session_is_gone()
     _keep_session_until_its_page_loads()    # its onload first: the lab's may raise
     lab = Lab()
     lab.follow_url = True

@@ -122,7 +122,7 @@ def test_slider_play_and_a_tour_step_show_the_stored_alphas_band(outliers):
 
     step = tours.ALPHA.steps[-1]
     tours._set_page(view, step.page)
-    assert tours.page_values(view, step.page) == {"alpha_slider": 0.5}
+    assert tours.page_values(view, step.page) == {"alpha_slider": 0.5, "pair_open": False}
     np.testing.assert_array_equal(src["alpha"].data["upper"],
                                   sweep["bands"][ALPHAS.index(0.5)]["upper"])
 

@@ -327,3 +327,18 @@ def test_quick_clicks_from_panels_worker_threads_each_count():
             assert panel._wanted == expected and panel.index == expected
     finally:
         sys.setswitchinterval(interval)
+
+
+def test_a_step_on_the_alpha_explorer_folds_the_pair_away():
+    """On a 1024 × 768 projector the pair's section left only the α explorer's title on
+    the screen: a step on the explorer folds the pair's section, a step on the pair
+    unfolds it, and a user's fold or unfold is the page control the step restores."""
+    lab = PagesOnly()
+    panel = tours.TourPanel(lab, perform_actions=False)
+    panel.open("alpha", step=len(tours.ALPHA.steps) - 1)
+    assert lab.compare.pair_card.collapsed and not lab.compare.pair_open
+    panel.open("skewed", step=3)
+    assert tours.SKEWED.steps[3].tab == "Compare"
+    assert not lab.compare.pair_card.collapsed and lab.compare.pair_open
+    lab.compare.pair_card.collapsed = True          # the user folds it
+    assert not lab.compare.pair_open

@@ -177,6 +177,8 @@ class CompareView(pn.viewable.Viewer):
     alpha_b = param.Number(default=0.5, bounds=(0.001, 1.0), doc="α of method B (PEP methods)")
     rho_a = param.Number(default=0.5, bounds=(0.01, 1.0), doc="damping ρ of method A")
     rho_b = param.Number(default=0.5, bounds=(0.01, 1.0), doc="damping ρ of method B")
+    pair_open = param.Boolean(default=True, doc="the pair's section unfolded (a tour step on "
+                              "the α explorer folds it, so its plots are on the screen)")
 
     def __init__(self, settings: LabSettings, reference: MCMCReference | None = None,
                  **params):
@@ -222,12 +224,19 @@ class CompareView(pn.viewable.Viewer):
         settings.param.watch(lambda *_: self._refresh_alpha_inputs(), ["method", "base"])
         self._refresh_alpha_inputs()
         W = self.widgets
-        self.layout = pn.Column(
-            pn.pane.Markdown("### Two methods, same data and hyperparameters\n\n" + TRUTH_NOTE),
+        self.pair_card = pn.Card(
+            pn.pane.Markdown(TRUTH_NOTE),
             controls_row(W["method_a"], W["alpha_a"], W["rho_a"], W["method_b"], W["alpha_b"],
                          W["rho_b"], run),
             self.error, self.pair_made.note, self.table,
             self.pair_pane, self.pair_trace,
+            title="Two methods, same data and hyperparameters", collapsed=not self.pair_open,
+            sizing_mode="stretch_width", css_classes=["bn-compare-pair"])
+        self.param.watch(lambda e: setattr(self.pair_card, "collapsed", not e.new), "pair_open")
+        self.pair_card.param.watch(lambda e: setattr(self, "pair_open", not e.new),
+                                   "collapsed")
+        self.layout = pn.Column(
+            self.pair_card,
             pn.pane.Markdown("### α explorer — Power EP between VI (α → 0) and EP (α = 1)"),
             self.explorer,
             sizing_mode="stretch_width")

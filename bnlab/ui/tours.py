@@ -121,7 +121,7 @@ ALPHA = Tour(
              "move the slider, or press ▶ to play α from VI to EP — and MCMC's; last, at "
              "one data point, q(fᵢ) against the tilted distribution and MCMC's marginal "
              "(histogram).", {"method": "pep", "alpha": 0.5}, tab="Compare",
-             page={"alpha_slider": 0.5}, actions=("mcmc", "sweep")),
+             page={"alpha_slider": 0.5, "pair_open": False}, actions=("mcmc", "sweep")),
     ))
 
 SKEWED = Tour(
@@ -143,7 +143,8 @@ SKEWED = Tour(
         Step("**Side by side** (Compare page): Laplace against EP run to convergence, the "
              "bands overlaid with MCMC's and their energies (Laplace's is the "
              "lower) against MCMC's log p(y); pick other methods A and B to compare.",
-             {"method": "ep"}, tab="Compare", page={"method_a": "laplace", "method_b": "ep"},
+             {"method": "ep"}, tab="Compare",
+             page={"method_a": "laplace", "method_b": "ep", "pair_open": True},
              actions=("mcmc", "pair")),
     ))
 
@@ -199,7 +200,8 @@ SPARSE = Tour(
         Step("**The α explorer** on the sparse model: the converged energy rises from VFE "
              "(dashed) to FITC (α = 1). Set M = 8 in the sidebar and sweep again: with "
              "more inducing points the two ends come close together.",
-             {"method": "pep", "alpha": 0.5}, tab="Compare", page={"alpha_slider": 0.5},
+             {"method": "pep", "alpha": 0.5}, tab="Compare",
+             page={"alpha_slider": 0.5, "pair_open": False},
              actions=("sweep",)),
     ))
 

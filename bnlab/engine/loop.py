@@ -118,6 +118,9 @@ class Engine:
     def __init__(self, model, method_name, rule_spec, options):
         self.model = model
         self.lik = model.likelihood
+        #: what fixes the compiled code (``get_engine``'s key): its ``repr`` names the
+        #: engine's programs across processes (``bnlab._runtime.exported``)
+        self.key = (model.structure_key(), method_name, tuple(rule_spec), tuple(options))
         self.rule = cubature.make_rule(rule_spec[0], rule_spec[1], model.num_latents)
         self.method, local_options = resolve(method_name, **dict(options))
         self.local = self.method.make_local(self.lik, self.rule, **local_options)
@@ -146,6 +149,9 @@ class Engine:
         self._run = jax.jit(self.run_pure, static_argnames=("trace_length",))
         self.predict = jax.jit(self.predict_pure)
         self.log_predictive = jax.jit(self.log_predictive_pure)
+
+    def __repr__(self):
+        return f"Engine{self.key!r}"
 
     # -- pure functions (compose them under vmap / grad) --------------------------------
     def _alpha(self, settings):

@@ -1,6 +1,6 @@
 """Programs kept as serialised ``jax.export`` modules (``bnlab._runtime.exported``): a
-new process runs a surface's block solver without tracing or lowering it, and gets the
-same bits as the plain ``jax.jit`` path; the stored modules follow the disk cache's
+new process runs a surface's block solver and an engine's run and predictions without
+tracing or lowering them, and gets the same bits as the plain ``jax.jit`` path; the stored modules follow the disk cache's
 trust model (a damaged entry is recomputed, a directory others can write is refused)."""
 import json
 import os
@@ -17,28 +17,35 @@ from bnlab._runtime import disk_cache, exported
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: a 3 × 3 Laplace surface under a log, then (second process only) the same through
-#: plain ``jax.jit``; prints the traced and compiled names and the values
-SURFACE = """
+#: a 3 × 3 Laplace surface and an EP inference with its predictions under a log, then
+#: (second process only) the same through plain ``jax.jit``; prints the traced and
+#: compiled names and the values
+SCRIPT = """
 import json, os, sys
 import numpy as np
 from bnlab._runtime.compile_log import CompileLog
 import bnlab
 X, y = bnlab.datasets.synthetic_probit(n=40)
-model = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.Bernoulli("logit"))
 grid = {"lengthscale": np.exp(np.linspace(-1, 5, 3)), "variance": np.exp(np.linspace(-2, 10, 3))}
-run = lambda: bnlab.surface(model, X, y, methods=["laplace"], grid=grid, damping=1.0)
+logit = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.Bernoulli("logit"))
+probit = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.Bernoulli("probit"))
+
+def run():
+    surf = bnlab.surface(logit, X, y, methods=["laplace"], grid=grid, damping=1.0)
+    res = bnlab.infer(probit, X[:30], y[:30], method="ep")
+    mean, var = res.predict(X[30:])
+    return {**{k: surf[k].values.ravel().tolist()
+               for k in ("log_marginal", "iterations", "converged")},
+            "ep": [res.log_marginal, res.n_iters, *np.ravel(mean), *np.ravel(var),
+                   *np.ravel(res.log_predictive(X[30:], y[30:], reduce="none"))]}
+
 with CompileLog() as log:
-    surf = run()
-out = {"traced": log.traced, "compiled": log.compiled,
-       "values": {k: surf[k].values.ravel().tolist()
-                  for k in ("log_marginal", "iterations", "converged")}}
+    out = {"values": run()}
+out.update(traced=log.traced, compiled=log.compiled)
 if sys.argv[1] == "second":
     os.environ["BNLAB_EXPORT_CACHE"] = "0"
-    plain = run()
-    out["plain"] = {k: plain[k].values.ravel().tolist()
-                    for k in ("log_marginal", "iterations", "converged")}
-print(json.dumps(out))
+    out["plain"] = run()
+print(json.dumps(out, default=float))
 """
 
 
@@ -46,20 +53,25 @@ def _process(which, cache):
     env = {k: v for k, v in os.environ.items()
            if k not in ("JAX_COMPILATION_CACHE_DIR", "BNLAB_XLA_CACHE", "BNLAB_EXPORT_CACHE")}
     env.update(BNLAB_CACHE_DIR=str(cache), JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT))
-    out = subprocess.run([sys.executable, "-c", SURFACE, which], cwd=ROOT, env=env,
+    out = subprocess.run([sys.executable, "-c", SCRIPT, which], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def test_a_second_process_runs_the_surface_solver_untraced_with_the_same_bits(tmp_path):
+#: the programs exported: ``studies.devices``'s block solver (``call``) and the engine's
+#: run, predictions and predictive densities
+PROGRAMS = ("call", "run_pure", "predict_pure", "log_predictive_pure")
+
+
+def test_a_second_process_runs_solvers_and_engines_untraced_with_the_same_bits(tmp_path):
     first = _process("first", tmp_path)
-    assert "call" in first["traced"] and first["compiled"], first   # exported, then compiled
-    assert len(list((tmp_path / "exported").glob("*.npz"))) == 1
+    assert set(PROGRAMS) <= set(first["traced"]) and first["compiled"], first
+    assert len(list((tmp_path / "exported").glob("*.npz"))) == len(PROGRAMS)
     second = _process("second", tmp_path)
-    # ``call`` is ``studies.devices``'s jitted block solver: not traced again, and
-    # nothing compiled (the wrapper's binary comes from the persistent cache)
-    assert "call" not in second["traced"], second["traced"]
+    # not traced again, and nothing compiled (the wrapper's binary comes from the
+    # persistent cache)
+    assert not set(PROGRAMS) & set(second["traced"]), second["traced"]
     assert "exported_program" in second["traced"] and second["compiled"] == [], second
     for k, v in first["values"].items():
         np.testing.assert_array_equal(second["values"][k], v, err_msg=k)

@@ -20,16 +20,22 @@ versions, the configuration that changes lowering (x64, matmul precision, PRNG),
 SHA-256 of bnlab's own source files (the program is bnlab's code, baked in). Entries
 follow the disk cache's trust model: a directory that another user owns or that group or
 others can write is neither read nor written, and an entry that fails its checksum or
-does not deserialise is recomputed (``CacheWarning``). Only programs on one device are
-exported (a multi-device module must be called with its shardings); the rest, and any
-program whose trees ``jax.export`` cannot serialise, run as plain ``jax.jit``.
+does not deserialise is recomputed (``CacheWarning``). Trees may hold bnlab's
+NamedTuples (an engine's state): they are registered with ``jax.export``'s
+serialisation by module and name, stored with the module, and a new process imports
+them from bnlab's modules only. Only programs on one device are exported (a
+multi-device module must be called with its shardings), and only calls outside a trace;
+the rest, and any program whose trees ``jax.export`` cannot serialise, run as plain
+``jax.jit``.
 ``BNLAB_EXPORT_CACHE=0`` (or the persistent compilation cache being off) turns it off.
 """
 from __future__ import annotations
 
 import functools
 import hashlib
+import importlib
 import os
+import threading
 import warnings
 from pathlib import Path
 
@@ -96,8 +102,11 @@ def program_digest(key, args, devices) -> str | None:
 def call(jitted, key, args, devices):
     """``jitted(*args)`` on ``devices``, through its stored export where there is one
     (else exported now and stored); plain ``jitted(*args)`` where exporting is off, the
-    program spans several devices, or ``key`` does not describe it."""
-    if not enabled() or len(devices) != 1:
+    program spans several devices, ``key`` does not describe it, or it is called inside
+    a trace (under ``vmap``, ``grad`` or another ``jit``, where it is part of a larger
+    program)."""
+    if not enabled() or len(devices) != 1 or any(
+            isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(args)):
         return jitted(*args)
     digest = program_digest(key, args, devices)
     if digest is None:
@@ -114,14 +123,64 @@ def _load_or_export(digest, jitted, args, platform):
     if exported is None:
         try:
             exported = jax.export.export(jitted, platforms=(platform,))(*args)
+            classes = _register(_namedtuples(exported.in_tree) | _namedtuples(exported.out_tree))
             data = exported.serialize()
+            # called as a later process will (a deserialised module's results can differ
+            # in weak types, which would change the keys of the programs they feed)
+            exported = jax.export.deserialize(data)
         except Exception:  # noqa: BLE001 — e.g. a tree export cannot write: run it plain
             return jitted  # (an error of the program itself is raised again by that call)
-        _store(digest, data)
+        _store(digest, data, classes)
 
     def exported_program(*a):
         return exported.call(*a)
     return jax.jit(exported_program)
+
+
+def _namedtuples(tree) -> set:
+    """The NamedTuple classes among the nodes of the treedef ``tree``."""
+    found = set()
+    data = tree.node_data()
+    if data is not None and issubclass(data[0], tuple) and hasattr(data[0], "_fields"):
+        found.add(data[0])
+    for child in tree.children():
+        found |= _namedtuples(child)
+    return found
+
+
+_REGISTERED: dict = {}
+_LOCK = threading.Lock()
+
+
+def _register(classes) -> list[str]:
+    """Register bnlab's NamedTuples with ``jax.export``'s serialisation under
+    "module:qualname" (a tree with another one is not serialised: ValueError); returns
+    their names, stored with the module so that a new process registers them first."""
+    names = []
+    for cls in classes:
+        name = f"{cls.__module__}:{cls.__qualname__}"
+        if not cls.__module__.startswith("bnlab."):
+            raise ValueError(f"{name} is not one of bnlab's NamedTuples")
+        with _LOCK:
+            if name not in _REGISTERED:
+                jax.export.register_namedtuple_serialization(cls, serialized_name=name)
+                _REGISTERED[name] = cls
+        names.append(name)
+    return sorted(names)
+
+
+def _import_classes(names):
+    """The NamedTuples named "module:qualname", imported from bnlab's modules only."""
+    classes = []
+    for name in names:
+        module, _, qualname = name.partition(":")
+        if not module.startswith("bnlab.") or not qualname.isidentifier():
+            raise ValueError(f"{name!r} is not one of bnlab's NamedTuples")
+        cls = getattr(importlib.import_module(module), qualname)
+        if not (isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields")):
+            raise ValueError(f"{name!r} is not a NamedTuple")
+        classes.append(cls)
+    return classes
 
 
 def _load(digest):
@@ -132,6 +191,8 @@ def _load(digest):
     try:
         if module is None or module.dtype != np.uint8 or module.ndim != 1:
             raise ValueError("no serialised module")
+        names = arrays.get("classes", np.zeros(0, np.uint8)).tobytes().decode()
+        _register(_import_classes(names.split()))
         return jax.export.deserialize(bytearray(module.tobytes()))
     except Exception as exc:  # noqa: BLE001 — bytes from disk: any failure is a miss
         warnings.warn(f"bnlab cache: ignoring the exported program {digest[:16]}… "
@@ -140,8 +201,10 @@ def _load(digest):
         return None
 
 
-def _store(digest, data):
-    if disk_cache.store(KIND, digest, {"module": np.frombuffer(bytes(data), np.uint8)}):
+def _store(digest, data, classes):
+    arrays = {"module": np.frombuffer(bytes(data), np.uint8),
+              "classes": np.frombuffer(" ".join(classes).encode(), np.uint8)}
+    if disk_cache.store(KIND, digest, arrays):
         entries = sorted((disk_cache.cache_dir() / KIND).glob("*.npz"),
                          key=lambda p: p.stat().st_mtime)
         for old in entries[:-MAX_ENTRIES]:

@@ -56,7 +56,10 @@ _CONFIG = ("jax_enable_x64", "jax_default_matmul_precision", "jax_default_prng_i
            "jax_threefry_partitionable", "jax_use_shardy_partitioner")
 _OFF = {"0", "false", "no", "off"}
 
-_PROGRAMS = CompiledCache(maxsize=16)
+#: the wrappers in use: as many as the engines' cache holds programs (48 engines, a run,
+#: predict and log_predictive each) and the surfaces' solvers, so that a long-lived
+#: process (the lab) does not reload the programs it switches between
+_PROGRAMS = CompiledCache(maxsize=160)
 
 
 def enabled() -> bool:

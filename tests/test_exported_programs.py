@@ -1,7 +1,8 @@
 """Programs kept as serialised ``jax.export`` modules (``bnlab._runtime.exported``): a
-new process runs a surface's block solver and an engine's run and predictions without
-tracing or lowering them, and gets the same bits as the plain ``jax.jit`` path; the stored modules follow the disk cache's
-trust model (a damaged entry is recomputed, a directory others can write is refused)."""
+new process runs a surface's block solver and the engines' runs and predictions (a full
+and a Markov GP) without tracing or lowering them, and gets the same bits as the plain
+``jax.jit`` path; the stored modules follow the disk cache's trust model (a damaged
+entry is recomputed, a directory others can write is refused)."""
 import json
 import os
 import subprocess
@@ -34,10 +35,13 @@ def run():
     surf = bnlab.surface(logit, X, y, methods=["laplace"], grid=grid, damping=1.0)
     res = bnlab.infer(probit, X[:30], y[:30], method="ep")
     mean, var = res.predict(X[30:])
+    markov = bnlab.infer(bnlab.MarkovGP(bnlab.kernels.Matern52(), probit.likelihood),
+                         X[:, :1], y, method="vi")        # a pytree class in its state
     return {**{k: surf[k].values.ravel().tolist()
                for k in ("log_marginal", "iterations", "converged")},
             "ep": [res.log_marginal, res.n_iters, *np.ravel(mean), *np.ravel(var),
-                   *np.ravel(res.log_predictive(X[30:], y[30:], reduce="none"))]}
+                   *np.ravel(res.log_predictive(X[30:], y[30:], reduce="none"))],
+            "markov": [markov.log_marginal, *np.ravel(markov.predict(X[:5, :1])[0])]}
 
 with CompileLog() as log:
     out = {"values": run()}
@@ -59,15 +63,16 @@ def _process(which, cache):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-#: the programs exported: ``studies.devices``'s block solver (``call``) and the engine's
-#: run, predictions and predictive densities
+#: the programs exported: ``studies.devices``'s block solver (``call``) and the engines'
+#: runs, predictions and predictive densities (EP's; the Markov GP's run and predictions)
 PROGRAMS = ("call", "run_pure", "predict_pure", "log_predictive_pure")
+STORED = 6
 
 
 def test_a_second_process_runs_solvers_and_engines_untraced_with_the_same_bits(tmp_path):
     first = _process("first", tmp_path)
     assert set(PROGRAMS) <= set(first["traced"]) and first["compiled"], first
-    assert len(list((tmp_path / "exported").glob("*.npz"))) == len(PROGRAMS)
+    assert len(list((tmp_path / "exported").glob("*.npz"))) == STORED
     second = _process("second", tmp_path)
     # not traced again, and nothing compiled (the wrapper's binary comes from the
     # persistent cache)

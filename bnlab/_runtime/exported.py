@@ -21,9 +21,9 @@ SHA-256 of bnlab's own source files (the program is bnlab's code, baked in). Ent
 follow the disk cache's trust model: a directory that another user owns or that group or
 others can write is neither read nor written, and an entry that fails its checksum or
 does not deserialise is recomputed (``CacheWarning``). Trees may hold bnlab's
-NamedTuples (an engine's state): they are registered with ``jax.export``'s
-serialisation by module and name, stored with the module, and a new process imports
-them from bnlab's modules only. Only programs on one device are exported (a
+NamedTuples and pytree classes (an engine's state, a Markov prior): they are registered
+with ``jax.export``'s serialisation by module and name (a class's static data as JSON),
+stored with the module, and a new process imports them from bnlab's modules only. Only programs on one device are exported (a
 multi-device module must be called with its shardings), and only calls outside a trace;
 the rest, and any program whose trees ``jax.export`` cannot serialise, run as plain
 ``jax.jit``.
@@ -34,6 +34,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib
+import json
 import os
 import threading
 import warnings
@@ -126,7 +127,8 @@ def _load_or_export(digest, jitted, args, platform):
     if exported is None:
         try:
             exported = jax.export.export(jitted, platforms=(platform,))(*args)
-            classes = _register(_namedtuples(exported.in_tree) | _namedtuples(exported.out_tree))
+            classes = _register(_node_classes(exported.in_tree)
+                                | _node_classes(exported.out_tree))
             data = exported.serialize()
             # called as a later process will (a deserialised module's results can differ
             # in weak types, which would change the keys of the programs they feed)
@@ -140,15 +142,24 @@ def _load_or_export(digest, jitted, args, platform):
     return jax.jit(exported_program)
 
 
-def _namedtuples(tree) -> set:
-    """The NamedTuple classes among the nodes of the treedef ``tree``."""
+def _is_namedtuple(cls) -> bool:
+    return isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields")
+
+
+def _node_classes(tree) -> set:
+    """The classes of the treedef ``tree``'s nodes other than Python's containers."""
     found = set()
     data = tree.node_data()
-    if data is not None and issubclass(data[0], tuple) and hasattr(data[0], "_fields"):
+    if data is not None and data[0] not in (dict, list, tuple, type(None)):
         found.add(data[0])
     for child in tree.children():
-        found |= _namedtuples(child)
+        found |= _node_classes(child)
     return found
+
+
+def _tuples(value):
+    """JSON's lists back to the tuples a node's static data held."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
 
 
 _REGISTERED: dict = {}
@@ -156,32 +167,40 @@ _LOCK = threading.Lock()
 
 
 def _register(classes) -> list[str]:
-    """Register bnlab's NamedTuples with ``jax.export``'s serialisation under
-    "module:qualname" (a tree with another one is not serialised: ValueError); returns
-    their names, stored with the module so that a new process registers them first."""
+    """Register bnlab's pytree classes with ``jax.export``'s serialisation under
+    "module:qualname" — NamedTuples as such, other nodes with their static data written
+    as JSON (a class from elsewhere, or static data JSON cannot hold, is a ValueError or
+    TypeError: the program is not serialised); returns their names, stored with the
+    module so that a new process registers them first."""
     names = []
     for cls in classes:
         name = f"{cls.__module__}:{cls.__qualname__}"
         if not cls.__module__.startswith("bnlab."):
-            raise ValueError(f"{name} is not one of bnlab's NamedTuples")
+            raise ValueError(f"{name} is not one of bnlab's pytree classes")
         with _LOCK:
             if name not in _REGISTERED:
-                jax.export.register_namedtuple_serialization(cls, serialized_name=name)
+                if _is_namedtuple(cls):
+                    jax.export.register_namedtuple_serialization(cls, serialized_name=name)
+                else:
+                    jax.export.register_pytree_node_serialization(
+                        cls, serialized_name=name,
+                        serialize_auxdata=lambda aux: json.dumps(aux).encode(),
+                        deserialize_auxdata=lambda raw: _tuples(json.loads(raw)))
                 _REGISTERED[name] = cls
         names.append(name)
     return sorted(names)
 
 
 def _import_classes(names):
-    """The NamedTuples named "module:qualname", imported from bnlab's modules only."""
+    """The pytree classes named "module:qualname", imported from bnlab's modules only."""
     classes = []
     for name in names:
         module, _, qualname = name.partition(":")
         if not module.startswith("bnlab.") or not qualname.isidentifier():
-            raise ValueError(f"{name!r} is not one of bnlab's NamedTuples")
+            raise ValueError(f"{name!r} is not one of bnlab's pytree classes")
         cls = getattr(importlib.import_module(module), qualname)
-        if not (isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields")):
-            raise ValueError(f"{name!r} is not a NamedTuple")
+        if not (_is_namedtuple(cls) or hasattr(cls, "tree_unflatten")):
+            raise ValueError(f"{name!r} is not a pytree class")
         classes.append(cls)
     return classes
 

@@ -145,7 +145,9 @@ def test_the_key_holds_shapes_dtypes_the_code_and_only_reproducible_descriptions
     assert exported.program_digest(object(), ARGS, devices) is None
     jitted, traces = _program()
     _call(jitted, key=("engine", object()))         # an address: run plain, store nothing
+    exported.call(jitted, "p", ARGS, devices * 2)   # several devices: plain too
     assert not (cache / "exported").exists()
+    assert len(traces) == 1                          # both were the plain jit's program
 
 
 def test_a_damaged_entry_is_recomputed(cache):

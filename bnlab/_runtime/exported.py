@@ -103,14 +103,20 @@ def program_digest(key, args, devices) -> str | None:
                                source_digest())
 
 
-def call(jitted, key, args, devices):
-    """``jitted(*args)`` on ``devices``, through its stored export where there is one
+def call(jitted, key, args, devices=None):
+    """``jitted(*args)`` on ``devices`` (default: those of the first argument that is a
+    JAX array, else the default device), through its stored export where there is one
     (else exported now and stored); plain ``jitted(*args)`` where exporting is off, the
     program spans several devices, ``key`` does not describe it, or it is called inside
     a trace (under ``vmap``, ``grad`` or another ``jit``, where it is part of a larger
     program)."""
-    if not enabled() or len(devices) != 1 or any(
-            isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(args)):
+    leaves = jax.tree_util.tree_leaves(args)
+    if not enabled() or any(isinstance(leaf, jax.core.Tracer) for leaf in leaves):
+        return jitted(*args)
+    if devices is None:
+        placed = [leaf for leaf in leaves if isinstance(leaf, jax.Array)]
+        devices = tuple(placed[0].devices()) if placed else tuple(jax.devices()[:1])
+    if len(devices) != 1:
         return jitted(*args)
     digest = program_digest(key, args, devices)
     if digest is None:

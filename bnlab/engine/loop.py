@@ -159,7 +159,7 @@ class Engine:
         """``jitted``, called through its stored ``jax.export`` (``_runtime.exported``:
         a new process neither traces nor lowers it)."""
         def call(*args):
-            return exported.call(jitted, (self, name), args, jax.devices()[:1])
+            return exported.call(jitted, (self, name), args)
         return call
 
     # -- pure functions (compose them under vmap / grad) --------------------------------

@@ -10,6 +10,8 @@ they share, e.g. the data's staging, are counted once, in the first row). ``infe
 one inference at the default hyperparameters; ``surface`` a 7 × 7 grid of the method
 alone. Data: ``bnlab.datasets.synthetic_probit`` (probit likelihood, d = 10); the
 Markov GP on its first input. Both processes get one BLAS thread and a private cache.
+``BNLAB_EXPORT_CACHE=0`` in the environment times them without stored exported
+programs (``bnlab._runtime.exported``: the second process traces and lowers again).
 """
 import argparse
 import json
@@ -78,13 +80,16 @@ def main():
         first = run_worker(jobs, args.n, env)
         second = run_worker(jobs, args.n, env)
     print(f"n = {args.n}, load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; seconds")
+    print(f"{'':<24}{'first process':^31}{'second process':^34}")
     print(f"{'model':<7}{'method':<9}{'work':<8}{'trace':>7}{'lower':>7}{'compile':>8}"
-          f"{'programs':>9}{'load':>7}{'2nd compiled':>13}  costliest program (s)")
+          f"{'programs':>9}{'trace':>7}{'lower':>7}{'load':>7}{'compiled':>9}"
+          f"  costliest program (s)")
     for a, b in zip(first, second):
         model, method, work = a["job"]
         top = f"{a['top'][0]} {a['top'][1]:.2f}" if a["top"] else "-"
         print(f"{model:<7}{method:<9}{work:<8}{a['trace']:7.2f}{a['lower']:7.2f}"
-              f"{a['compile']:8.2f}{a['compiled']:9d}{b['load']:7.2f}{b['compiled']:13d}  {top}")
+              f"{a['compile']:8.2f}{a['compiled']:9d}{b['trace']:7.2f}{b['lower']:7.2f}"
+              f"{b['load']:7.2f}{b['compiled']:9d}  {top}")
     total = {k: sum(r[k] for r in first) for k in ("trace", "lower", "compile")}
     print(f"total first process: trace {total['trace']:.1f} s, lower {total['lower']:.1f} s, "
           f"XLA compile {total['compile']:.1f} s; second process: load "

@@ -3,11 +3,14 @@ second process (the cache the first one filled) and a warm call (the same work a
 in the second process), against scikit-learn's GaussianProcessClassifier in a new
 process on the same grid; ratios printed.
 
-    python benchmarks/restarts.py [--rounds 2] [--browser]
+    python benchmarks/restarts.py [--rounds 2] [--browser] [--export-off]
 
 - ``laplace``: Laplace-only 7 × 7 surface (logit, Newton ρ = 1, as scikit-learn),
   log ℓ ∈ [−1, 5], log σ² ∈ [−2, 10];
 - ``3-method``: the same grid with Laplace, VI and EP (probit);
+- ``--export-off`` adds ``laplace-plain``: the Laplace surface with
+  ``BNLAB_EXPORT_CACHE=0`` (a new process traces and lowers its programs again,
+  ``bnlab._runtime.exported``);
 - scikit-learn: ``GaussianProcessClassifier(optimizer=None)`` fitted once and its
   ``log_marginal_likelihood`` at the 49 points, from the process's start (its
   "first call"); the second pass over the grid is its warm time.
@@ -51,7 +54,7 @@ import json, sys, time
 import bnlab
 name, X, y = data()
 work = sys.argv[1]
-if work == "laplace":
+if work.startswith("laplace"):
     model = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.Bernoulli("logit"))
     run = lambda: bnlab.surface(model, X, y, methods=["laplace"], grid=GRID, damping=1.0)
 else:
@@ -88,13 +91,15 @@ def process(script, args, env) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def round_once(env):
+def round_once(env, works):
     """One round: scikit-learn, then each surface in a first and a second process."""
     sk = process(SKLEARN, [], env)
     rows = {"sklearn": sk, "data": (sk["data"], sk["n"])}
-    for work in ("laplace", "3-method"):
+    for work in works:
         with tempfile.TemporaryDirectory() as cache:
             own = dict(env, BNLAB_CACHE_DIR=cache)
+            if work == "laplace-plain":
+                own["BNLAB_EXPORT_CACHE"] = "0"
             first = process(BNLAB, [work], own)
             second = process(BNLAB, [work], own)
         rows[work] = {"first": first["first"], "second": second["first"],
@@ -118,21 +123,24 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--browser", action="store_true", help="also time the lab's first plot")
+    ap.add_argument("--export-off", action="store_true",
+                    help="also the Laplace surface without stored exported programs")
     args = ap.parse_args()
     env = dict(os.environ, PYTHONPATH=str(ROOT), OPENBLAS_NUM_THREADS="1",
                OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    for key in ("JAX_COMPILATION_CACHE_DIR", "BNLAB_XLA_CACHE"):
+    for key in ("JAX_COMPILATION_CACHE_DIR", "BNLAB_XLA_CACHE", "BNLAB_EXPORT_CACHE"):
         env.pop(key, None)
+    works = ["laplace"] + ["laplace-plain"] * args.export_off + ["3-method"]
     for r in range(args.rounds):
-        rows = round_once(env)
+        rows = round_once(env, works)
         sk = rows["sklearn"]
         name, n = rows["data"]
         print(f"round {r + 1}: {name}, n = {n}, 7 × 7 grid, load {os.getloadavg()[0]:.1f} "
               f"on {os.cpu_count()} cores; scikit-learn new process {sk['first']:.2f} s, "
               f"warm {sk['warm']:.2f} s")
-        for work in ("laplace", "3-method"):
+        for work in works:
             w = rows[work]
-            print(f"  {work:<9} first process {w['first']:6.2f} s, second {w['second']:6.2f} s, "
+            print(f"  {work:<13} first process {w['first']:6.2f} s, second {w['second']:6.2f} s, "
                   f"warm {w['warm']:5.2f} s | sklearn ÷ bnlab: first "
                   f"{sk['first'] / w['first']:.2f}, second {sk['first'] / w['second']:.2f}, "
                   f"warm {sk['warm'] / w['warm']:.2f} | second ÷ warm "

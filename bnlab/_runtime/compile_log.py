@@ -39,10 +39,12 @@ class ProgramEvents:
 class CompileLog:
     """Collects the compile events of every thread while inside ``with CompileLog() as
     log``: ``log.compiled`` (names XLA compiled), ``log.loaded`` (names loaded from the
-    cache) and the seconds spent tracing, lowering, compiling and loading."""
+    cache), ``log.traced`` (names of the functions traced to jaxprs) and the seconds
+    spent tracing, lowering, compiling and loading."""
     trace_seconds: float = 0.0
     lower_seconds: float = 0.0
     programs: list = field(default_factory=list)
+    traced: list = field(default_factory=list)          # names of the functions traced
     _pending_hits: dict = field(default_factory=dict)   # thread id → hits not yet matched
 
     @property
@@ -79,6 +81,7 @@ class CompileLog:
     def _on_duration(self, event, seconds, name):
         if event == _TRACE:
             self.trace_seconds += seconds
+            self.traced.append(str(name))
         elif event == _LOWER:
             self.lower_seconds += seconds
         elif event == _BACKEND:

@@ -67,6 +67,7 @@ method, cubature), so repeated calls reuse compiled code.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -75,6 +76,7 @@ from jax.flatten_util import ravel_pytree
 
 from .. import cubature
 from . import anderson, batch_axis
+from .._runtime import exported
 from .._runtime.compiled import CompiledCache
 from .energies import energy as compute_energy
 from .energies import energy_and_derivatives
@@ -118,6 +120,9 @@ class Engine:
     def __init__(self, model, method_name, rule_spec, options):
         self.model = model
         self.lik = model.likelihood
+        #: what fixes the compiled code (``get_engine``'s key): its ``repr`` names the
+        #: engine's programs across processes (``bnlab._runtime.exported``)
+        self.key = (model.structure_key(), method_name, tuple(rule_spec), tuple(options))
         self.rule = cubature.make_rule(rule_spec[0], rule_spec[1], model.num_latents)
         self.method, local_options = resolve(method_name, **dict(options))
         self.local = self.method.make_local(self.lik, self.rule, **local_options)
@@ -143,9 +148,19 @@ class Engine:
         self.init = jax.jit(self.init_pure)
         self.propose = jax.jit(self.propose_pure)
         self._step = jax.jit(self._step_without_prior)
-        self._run = jax.jit(self.run_pure, static_argnames=("trace_length",))
-        self.predict = jax.jit(self.predict_pure)
-        self.log_predictive = jax.jit(self.log_predictive_pure)
+        self._runs = {}          # trace length → jitted run_pure
+        self.predict = self._exported("predict", jax.jit(self.predict_pure))
+        self.log_predictive = self._exported("log_predictive", jax.jit(self.log_predictive_pure))
+
+    def __repr__(self):
+        return f"Engine{self.key!r}"
+
+    def _exported(self, name, jitted):
+        """``jitted``, called through its stored ``jax.export`` (``_runtime.exported``:
+        a new process neither traces nor lowers it)."""
+        def call(*args):
+            return exported.call(jitted, (self, name), args)
+        return call
 
     # -- pure functions (compose them under vmap / grad) --------------------------------
     def _alpha(self, settings):
@@ -438,8 +453,11 @@ class Engine:
     def run(self, params, X, y, settings, max_iters: int, sites=None):
         """Jitted ``run_pure``. ``max_iters`` is a run-time value: one compiled program
         serves every max_iters up to its trace length (``trace_length``)."""
-        return self._run(params, X, y, settings, jax.device_put(int(max_iters)), sites,
-                         trace_length=trace_length(max_iters))
+        length = trace_length(max_iters)
+        if length not in self._runs:
+            self._runs[length] = self._exported(
+                f"run{length}", jax.jit(functools.partial(self.run_pure, trace_length=length)))
+        return self._runs[length](params, X, y, settings, jax.device_put(int(max_iters)), sites)
 
     def run_pure(self, params, X, y, settings, max_iters, sites=None, trace_length=None):
         """Iterate to convergence (or max_iters, or divergence: then ``state`` is the best

@@ -17,6 +17,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
+from .._runtime import exported
 from .._runtime.compiled import CompiledCache
 
 __all__ = ["local_devices", "sharded", "pad_to", "AXIS"]
@@ -42,13 +43,17 @@ def local_devices(devices=None) -> tuple:
     return devices
 
 
-def sharded(fn: Callable, devices: tuple, n_batched: int, key, mapped: bool = True) -> Callable:
+def sharded(fn: Callable, devices: tuple, n_batched: int, key, mapped: bool = True,
+            export: bool = False) -> Callable:
     """jit of ``fn`` mapped over the leading axis of its first ``n_batched`` arguments,
     that axis split over ``devices`` (its length must be a multiple of their number);
     the remaining arguments (pytrees) are replicated. Outputs keep the leading axis.
     With ``mapped=False`` ``fn`` takes the batch itself (its leading axis): each device
     calls it once on its share (``studies.batched``'s vmapped programs). Compiled once
-    per (``key``, devices, mapped)."""
+    per (``key``, devices, mapped). With ``export``, ``key`` describes the program
+    completely (its ``repr`` is reproducible) and calls go through its stored
+    ``jax.export`` (``bnlab._runtime.exported``), so a new process neither traces nor
+    lowers it."""
     def build():
         mesh = Mesh(np.array(devices), (AXIS,))
 
@@ -65,7 +70,11 @@ def sharded(fn: Callable, devices: tuple, n_batched: int, key, mapped: bool = Tr
 
         return jax.jit(call)
 
-    return _SHARDED.get((key, tuple(devices), n_batched, mapped), build)
+    jitted = _SHARDED.get((key, tuple(devices), n_batched, mapped), build)
+    if not export:
+        return jitted
+    program = ("sharded", key, n_batched, mapped)
+    return lambda *args: exported.call(jitted, program, args, devices)
 
 
 def pad_to(items: list, multiple: int) -> list:

@@ -136,7 +136,7 @@ def _solver(engine, extra, names, max_iters, with_test, alpha_axis, devices):
     accelerator those costs are small beside a kernel launch per matrix and step, and
     ``batching="vmap"`` (``studies.batched``) is the better form."""
     key = (engine, extra, names, trace_length(max_iters), with_test, alpha_axis)
-    return sharded(_SOLVERS.get(key, lambda: _build_solver(*key)), devices, 4, key)
+    return sharded(_SOLVERS.get(key, lambda: _build_solver(*key)), devices, 4, key, export=True)
 
 
 def _build_solver(engine, extra, names, length, with_test, alpha_axis):

@@ -1,0 +1,180 @@
+"""Programs kept as serialised ``jax.export`` modules (``bnlab._runtime.exported``): a
+new process runs a surface's block solver and the engines' runs and predictions (a full
+and a Markov GP) without tracing or lowering them, and gets the same bits as the plain
+``jax.jit`` path; the stored modules follow the disk cache's trust model (a damaged
+entry is recomputed, a directory others can write is refused)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from bnlab._runtime import disk_cache, exported
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: a 3 × 3 Laplace surface and an EP inference with its predictions under a log, then
+#: (second process only) the same through plain ``jax.jit``; prints the traced and
+#: compiled names and the values
+SCRIPT = """
+import json, os, sys
+import numpy as np
+from bnlab._runtime.compile_log import CompileLog
+import bnlab
+X, y = bnlab.datasets.synthetic_probit(n=40)
+grid = {"lengthscale": np.exp(np.linspace(-1, 5, 3)), "variance": np.exp(np.linspace(-2, 10, 3))}
+logit = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.Bernoulli("logit"))
+probit = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.Bernoulli("probit"))
+
+def run():
+    surf = bnlab.surface(logit, X, y, methods=["laplace"], grid=grid, damping=1.0)
+    res = bnlab.infer(probit, X[:30], y[:30], method="ep")
+    mean, var = res.predict(X[30:])
+    markov = bnlab.infer(bnlab.MarkovGP(bnlab.kernels.Matern52(), probit.likelihood),
+                         X[:, :1], y, method="vi")        # a pytree class in its state
+    return {**{k: surf[k].values.ravel().tolist()
+               for k in ("log_marginal", "iterations", "converged")},
+            "ep": [res.log_marginal, res.n_iters, *np.ravel(mean), *np.ravel(var),
+                   *np.ravel(res.log_predictive(X[30:], y[30:], reduce="none"))],
+            "markov": [markov.log_marginal, *np.ravel(markov.predict(X[:5, :1])[0])]}
+
+with CompileLog() as log:
+    out = {"values": run()}
+out.update(traced=log.traced, compiled=log.compiled)
+if sys.argv[1] == "second":
+    os.environ["BNLAB_EXPORT_CACHE"] = "0"
+    out["plain"] = run()
+print(json.dumps(out, default=float))
+"""
+
+
+def _process(which, cache):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("JAX_COMPILATION_CACHE_DIR", "BNLAB_XLA_CACHE", "BNLAB_EXPORT_CACHE")}
+    env.update(BNLAB_CACHE_DIR=str(cache), JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-c", SCRIPT, which], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+#: the programs exported: ``studies.devices``'s block solver (``call``) and the engines'
+#: runs, predictions and predictive densities (EP's; the Markov GP's run and predictions)
+PROGRAMS = ("call", "run_pure", "predict_pure", "log_predictive_pure")
+STORED = 6
+
+
+def test_a_second_process_runs_solvers_and_engines_untraced_with_the_same_bits(tmp_path):
+    first = _process("first", tmp_path)
+    assert set(PROGRAMS) <= set(first["traced"]) and first["compiled"], first
+    assert len(list((tmp_path / "exported").glob("*.npz"))) == STORED
+    second = _process("second", tmp_path)
+    # not traced again, and nothing compiled (the wrapper's binary comes from the
+    # persistent cache)
+    assert not set(PROGRAMS) & set(second["traced"]), second["traced"]
+    assert "exported_program" in second["traced"] and second["compiled"] == [], second
+    for k, v in first["values"].items():
+        np.testing.assert_array_equal(second["values"][k], v, err_msg=k)
+        np.testing.assert_array_equal(second["plain"][k], v, err_msg=k)
+    assert all(second["values"]["converged"])
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    root = tmp_path / "bnlab"
+    monkeypatch.setenv("BNLAB_CACHE_DIR", str(root))
+    monkeypatch.delenv("BNLAB_EXPORT_CACHE", raising=False)
+    exported._PROGRAMS.clear()
+    assert exported.enabled()            # the suite's conftest sets a persistent cache
+    yield root
+    exported._PROGRAMS.clear()
+
+
+def _program():
+    """A jitted function over a pytree with a loop, and how often it was traced."""
+    traces = []
+
+    def f(tree, n):
+        traces.append(1)
+        x = tree["x"]
+        return {"s": jax.lax.fori_loop(0, n, lambda i, a: a * 0.5 + jnp.sin(a), x),
+                "t": [jnp.cumsum(x) / tree["scale"], x.sum()]}
+    return jax.jit(f), traces
+
+
+ARGS = ({"x": np.linspace(-2.0, 3.0, 7), "scale": np.float64(3.0)}, np.int32(5))
+
+
+def _call(jitted, key="test-program"):
+    return exported.call(jitted, key, ARGS, jax.devices("cpu")[:1])
+
+
+def test_a_stored_program_is_run_without_tracing_and_gives_the_same_bits(cache):
+    jitted, traces = _program()
+    want = jax.tree_util.tree_map(np.asarray, jitted(*ARGS))
+    got = _call(jitted)
+    assert len(list((cache / "exported").glob("*.npz"))) == 1
+    exported._PROGRAMS.clear()                      # as in a new process
+    traces.clear()
+    again = _call(jitted)
+    assert traces == []
+    for out in (got, again):
+        jax.tree_util.tree_map(np.testing.assert_array_equal, want,
+                               jax.tree_util.tree_map(np.asarray, out))
+
+
+def test_the_key_holds_shapes_dtypes_the_code_and_only_reproducible_descriptions(
+        cache, monkeypatch):
+    devices = jax.devices("cpu")[:1]
+    base = exported.program_digest("p", ARGS, devices)
+    assert exported.program_digest("p", ARGS, devices) == base
+    wider = ({"x": np.zeros(8), "scale": np.float64(3.0)}, np.int32(5))
+    single = ({"x": np.zeros(7, np.float32), "scale": np.float64(3.0)}, np.int32(5))
+    weak = ({"x": np.zeros(7), "scale": 3.0}, np.int32(5))
+    listed = ([np.zeros(7), np.float64(3.0)], np.int32(5))
+    digests = {base, exported.program_digest("q", ARGS, devices)} | {
+        exported.program_digest("p", a, devices) for a in (wider, single, weak, listed)}
+    monkeypatch.setattr(exported, "source_digest", lambda: "edited code")
+    digests.add(exported.program_digest("p", ARGS, devices))
+    assert len(digests) == 7
+    assert exported.program_digest(object(), ARGS, devices) is None
+    jitted, traces = _program()
+    _call(jitted, key=("engine", object()))         # an address: run plain, store nothing
+    exported.call(jitted, "p", ARGS, devices * 2)   # several devices: plain too
+    assert not (cache / "exported").exists()
+    assert len(traces) == 1                          # both were the plain jit's program
+
+
+def test_a_damaged_entry_is_recomputed(cache):
+    jitted, traces = _program()
+    want = np.asarray(_call(jitted)["s"])
+    [entry] = (cache / "exported").glob("*.npz")
+    raw = bytearray(entry.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    entry.write_bytes(bytes(raw))
+    exported._PROGRAMS.clear()                      # a new process: traced again
+    jitted, traces = _program()
+    with pytest.warns(disk_cache.CacheWarning, match="damaged entry"):
+        got = np.asarray(_call(jitted)["s"])
+    assert traces and np.array_equal(got, want)
+    exported._PROGRAMS.clear()
+    jitted, traces = _program()
+    _call(jitted)                                   # the rewritten entry loads
+    assert traces == []
+
+
+def test_a_directory_others_can_write_is_neither_read_nor_written(cache):
+    jitted, traces = _program()
+    want = np.asarray(_call(jitted)["s"])
+    (cache / "exported").chmod(0o777)
+    exported._PROGRAMS.clear()                      # a new process
+    jitted, traces = _program()
+    with pytest.warns(disk_cache.CacheWarning, match="can be written by its group or others"):
+        got = np.asarray(_call(jitted)["s"])
+    assert traces, "a planted program must not be loaded from a writable directory"
+    assert np.array_equal(got, want)

@@ -233,7 +233,15 @@ def _store(digest, data, classes):
     arrays = {"module": np.frombuffer(bytes(data), np.uint8),
               "classes": np.frombuffer(" ".join(classes).encode(), np.uint8)}
     if disk_cache.store(KIND, digest, arrays):
-        entries = sorted((disk_cache.cache_dir() / KIND).glob("*.npz"),
-                         key=lambda p: p.stat().st_mtime)
+        entries = sorted((disk_cache.cache_dir() / KIND).glob("*.npz"), key=_written)
         for old in entries[:-MAX_ENTRIES]:
             old.unlink(missing_ok=True)
+
+
+def _written(path) -> float:
+    """When ``path`` was written; 0 if another process removed it since it was listed
+    (processes trim the directory side by side)."""
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return 0.0

@@ -214,15 +214,16 @@ SURFACE = Tour(
     steps=(
         Step("**Surfaces**: each method's approximation of log p(y | θ)/n on a 7 × 7 grid "
              "of signal variance (rows) and lengthscale (columns), MCMC's (AIS) surface "
-             "as dashed contours on every panel, each argmax a red ×. The first "
-             "computation takes a few minutes (MCMC is cached on disk for the next "
-             "visitor). Here all four pick the same cell, and at the × the "
-             "approximations lie below MCMC: Laplace lowest, then VI, then EP (the "
-             "slice below runs through the ×). These gaps, a few thousandths per point, "
-             "are about the width of MCMC's own interval (forward AIS bounds log p(y) "
-             "from below, reverse AIS from above): the line under the panels counts the "
-             "cells where that interval is too wide to call, which a longer MCMC "
-             "schedule narrows. Add a learning trajectory to see where each method's "
+             "beside them, each argmax a red ×. The first computation takes a few "
+             "minutes (MCMC is cached on disk for the next visitor). Here all four pick "
+             "the same cell; at the × Laplace lies lowest, then VI, then EP, and MCMC's "
+             "estimate above them (the slice below runs through the ×). These gaps, a "
+             "few thousandths per point, are about the width of MCMC's own interval "
+             "(forward AIS bounds log p(y) from below, reverse AIS from above): where "
+             "that interval is too wide to order the methods, MCMC's panel is grey and "
+             "its dashed contour, drawn on the other panels elsewhere, is left out; the "
+             "line under the panels counts those cells, which a longer MCMC schedule "
+             "narrows. Add a learning trajectory to see where each method's "
              "hyperparameter optimisation ends.",
              tab="Surfaces",
              page={"axis0": "variance", "lo0": 0.3, "hi0": 30.0, "axis1": "lengthscale",

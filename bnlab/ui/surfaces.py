@@ -317,7 +317,9 @@ class SurfacesView(pn.viewable.Viewer):
         self.layout = pn.Column(
             pn.pane.Markdown("### Marginal-likelihood surfaces\nEach method's approximation of "
                              "log p(y | θ) on a log-spaced grid (hyperparameters fixed per cell; "
-                             "other settings from the sidebar). Dashed black: MCMC (AIS). "
+                             "other settings from the sidebar). Dashed black: MCMC (AIS), "
+                             "where its interval can order the methods (grey on its panel "
+                             "where it cannot). "
                              "Red ×: the best cell. ★: the sidebar's hyperparameters. "
                              "Learning paths run from a hollow to a filled circle."),
             self.methods, axis_row, self.learners,

@@ -170,7 +170,11 @@ def test_clicks_at_random_moments_never_break_a_tour(lab_browser, lab_url, lab_s
     _wait_stopped(page, 120)
     settings = LabSettings(**tour.settings(wanted))
     expected = converge(build_problem(settings), settings.method, settings).energy[-1]
-    status = _text(page, ".bn-status")
+    for _ in range(60):         # the status pane's text is away while it is redrawn
+        status = _text(page, ".bn-status")
+        if "energy" in status:
+            break
+        page.wait_for_timeout(500)
     assert f"energy {expected:.4f}" in status and "converged" in status, status
     assert errors == []
     log = lab_server_log.read_text()

@@ -66,6 +66,10 @@ def site_residual(marg: Marginals, sites: Sites):
 
 
 def init_sites(num_data: int, num_latents: int, precision=INITIAL_SITE_PRECISION) -> Sites:
+    """ν̄ = 0, Λ̄ = ``precision``·I at any prior scale. (Started at the prior's scale
+    instead, EP's sites oscillated without end where the classes overlap at σ² ≥ 1e6,
+    and VI's step control could not damp its first step; from 0.01 they come down to
+    that scale within the iteration cap, judged there by ``max_relative_change``.)"""
     eye = jnp.eye(num_latents)
     return Sites(jnp.zeros((num_data, num_latents)),
                  jnp.broadcast_to(precision * eye, (num_data, num_latents, num_latents)))

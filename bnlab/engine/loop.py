@@ -187,16 +187,8 @@ class Engine:
     def init_pure(self, params, X, y, settings, sites=None) -> State:
         prior = self.structure.prepare(self.model, params, X)
         if sites is None:
-            sites = self.cold_sites(params, X)
+            sites = init_sites(X.shape[0], self.model.num_latents)
         return self.start_pure(params, y, settings, prior, sites)
-
-    def cold_sites(self, params, X) -> Sites:
-        """The sites a run starts from without a warm start: ν̄ = 0, Λ̄ = 0.01·I at any
-        prior scale. (Started at the prior's scale instead, EP's sites oscillated
-        without end on data whose classes overlap at σ² ≥ 1e6; from 0.01 they come
-        down to it within the iteration cap, judged at that scale by
-        ``max_relative_change``.)"""
-        return init_sites(X.shape[0], self.model.num_latents)
 
     def _prior_scale(self, params, X):
         """The prior variance of each latent at each input, (N, D): the scale at which

@@ -21,7 +21,7 @@ cancel, progress (per batch of blocks) and Dask tasks are the same.
 Warm start (default): the first grid column is walked top to bottom, then every row
 (rows = the *first* grid axis) from its first point: each point starts from the
 converged sites of the point before it in its row, a row's first point from the first
-point of the row above (the very first point starts cold, from ``Engine.cold_sites``). Warm starting changes the path, not the fixed point, so
+point of the row above (the very first point starts cold, from ``sites.init_sites``). Warm starting changes the path, not the fixed point, so
 converged values agree with ``bnlab.infer`` to the convergence tolerance; a point whose
 warm run diverges is re-run cold. With ``warm_start=False`` every point is exactly
 ``bnlab.infer(model, X, y, method, params=θ, ...)``.
@@ -146,7 +146,7 @@ def _build_solver(engine, extra, names, length, with_test, alpha_axis):
         params = point_params(base, names, theta)
         settings = Settings(_point_alpha(names, theta, alpha) if alpha_axis else alpha, rho, tol,
                             backtrack, accelerate)
-        cold = engine.cold_sites(params, X)
+        cold = init_sites(X.shape[0], engine.model.num_latents)
 
         def run(sites):
             return engine.run_pure(params, X, y, settings, max_iters, sites, length)

@@ -414,7 +414,10 @@ class TourPanel(pn.viewable.Viewer):
         self._write_address()
         if step.page:
             _set_page(getattr(self.lab, step.tab.lower()), step.page)
+        # sent even when unchanged: a page switched twice within one round trip (Compare,
+        # then Live) can be left showing the first while the server holds the second
         self.lab.tabs.active = TABS.index(step.tab)
+        self.lab.tabs.param.trigger("active")
         self.text.object = step.text
         self.back.visible = self.next.visible = True
         self.replay.visible = "run" in step.actions

@@ -170,6 +170,8 @@ def test_clicks_at_random_moments_never_break_a_tour(lab_browser, lab_url, lab_s
     _wait_stopped(page, 120)
     settings = LabSettings(**tour.settings(wanted))
     expected = converge(build_problem(settings), settings.method, settings).energy[-1]
+    # the step's page is the one on screen (it was once left on Compare under a Live step)
+    page.locator(".bn-status").first.wait_for(state="visible", timeout=30_000)
     fields = _bold(page)        # method, iteration, energy, state
     assert f"{expected:.4f}" in fields and "converged" in fields, (
         fields, _text(page, ".bn-status"))

@@ -102,19 +102,16 @@ def min_eigenvalue(mats):
     return jnp.linalg.eigvalsh(mats)[..., 0]
 
 
-def max_relative_change(old: Sites, new: Sites, prior_variance=None):
+def max_relative_change(old: Sites, new: Sites, prior_variance):
     """max over all site parameters of |new − old| / (floor + |old|): the convergence test.
 
     The floor is 1 where the prior variance σ²ᵢ at the site's input (``prior_variance``,
-    (N, D) or None) is at most ``PRIOR_SCALE``, and ``PRIOR_SCALE``/σ²ᵢ above, so a change
+    (N, D)) is at most ``PRIOR_SCALE``, and ``PRIOR_SCALE``/σ²ᵢ above, so a change
     is measured against the prior's own precision: under a prior of variance 1e20 every
     site that matters has a precision near 1e-20, far below a floor of 1, and Power EP's
     sites halving at every step read as converged at once (probit EP at σ² = 1e20 stopped
     at −34.0 where the evidence is −10.7)."""
-    if prior_variance is None:
-        floor = jnp.ones(old.nat1.shape, old.nat1.dtype)
-    else:
-        floor = jnp.minimum(1.0, PRIOR_SCALE / prior_variance)
+    floor = jnp.minimum(1.0, PRIOR_SCALE / prior_variance)
     d1 = jnp.max(jnp.abs(new.nat1 - old.nat1) / (floor + jnp.abs(old.nat1)))
     d2 = jnp.max(jnp.abs(new.prec - old.prec) / (floor[..., :, None] + jnp.abs(old.prec)))
     return jnp.maximum(d1, d2)

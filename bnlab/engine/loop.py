@@ -192,7 +192,7 @@ class Engine:
 
     def _prior_scale(self, params, X):
         """The prior variance of each latent at each input, (N, D): the scale at which
-        sites start and their changes are judged (``bnlab.sites.PRIOR_SCALE``)."""
+        site changes are judged (``bnlab.sites.max_relative_change``)."""
         return jnp.diagonal(self.model.prior_variance(params, X), axis1=-2, axis2=-1)
 
     def start_pure(self, params, y, settings, prior, sites) -> State:

@@ -1,7 +1,8 @@
 """The MCMC reference's sandwich on the Surfaces tour's default grid: how many cells
 bidirectional Monte Carlo resolves, and what the reverse pass costs.
 
-    python benchmarks/mcmc.py [--temps 1000] [--chains 16] [--tolerance 0.05] [--forward]
+    python benchmarks/mcmc.py [--temps 1000] [--chains 16] [--tolerance 0.05]
+                              [--start ep prior] [--forward]
 
 Problem: the Surfaces tour's (``bnlab.ui.tours.SURFACE``): classification_1d at the
 lab's preset size, probit, Matérn-5/2; grid 7 × 7, σ² ∈ [0.3, 30] (rows) × ℓ ∈ [0.3, 5]
@@ -11,7 +12,8 @@ then a second timed call), the cells whose interval [lower − 2 se, upper + 2 s
 wider than the tolerance, the gap's median and largest value, and the cells where
 MCMC's bounds lie below VI's ELBO (the exact log p(y) never does). ``--forward``
 also times forward AIS alone (the old reference; compiled first, then timed between
-two bidirectional runs) for the ratio.
+two bidirectional runs) for the ratio. ``--start``: where the annealing starts
+(``bnlab.studies.ais_start``), each start's rows printed one after the other.
 """
 import os
 
@@ -47,6 +49,8 @@ def main():
     ap.add_argument("--temps", type=int, nargs="+", default=[1000])
     ap.add_argument("--chains", type=int, default=16)
     ap.add_argument("--tolerance", type=float, default=0.05)
+    ap.add_argument("--start", nargs="+", default=["ep", "prior"],
+                    choices=["ep", "laplace", "prior"])
     ap.add_argument("--forward", action="store_true", help="also time forward AIS alone")
     args = ap.parse_args()
     problem = tour_problem()
@@ -56,8 +60,8 @@ def main():
     elbo = vi.log_marginal.sel(scheme="vi").values
     vi_ok = vi.converged.sel(scheme="vi").values
     print(f"Surfaces tour: n = {n}, grid 7 × 7, {args.chains} chains, tolerance {args.tolerance}")
-    for T in args.temps:
-        opts = dict(num_temps=T, num_chains=args.chains, tolerance=args.tolerance)
+    for start, T in [(s, T) for s in args.start for T in args.temps]:
+        opts = dict(num_temps=T, num_chains=args.chains, tolerance=args.tolerance, start=start)
         first, _ = timed_surface(problem, ["mcmc"], **opts)
         took, ds = timed_surface(problem, ["mcmc"], seed=1, **opts)
         lo, hi = ds.mcmc_lower.values, ds.mcmc_upper.values
@@ -67,7 +71,7 @@ def main():
         upper_below = int((vi_ok & (hi < elbo)).sum())
         upper_far_below = int((vi_ok & (hi + 3 * hi_se < elbo)).sum())
         lower_below = int((vi_ok & (lo < elbo)).sum())
-        print(f"T = {T:>5}: bidirectional {took:6.1f} s (first call {first:6.1f} s); "
+        print(f"{start} start, T = {T:>5}: bidirectional {took:6.1f} s (first call {first:6.1f} s); "
               f"unresolved {unresolved} of 49; gap median {np.median(gap):.3f}, "
               f"largest {gap.max():.3f} nats; se median lower {np.median(lo_se):.3f} "
               f"upper {np.median(hi_se):.3f}; R̂ worst {np.nanmax(ds.mcmc_rhat.values):.3f}")

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from .studies.work_limits import MAX_AXIS_POINTS, MAX_CHAINS, MAX_TEMPS
+from .studies.ais_start import STARTS
 
 #: the most bytes ``--data`` reads by default: the lab's upload limit
 #: (``bnlab.ui.problem.MAX_UPLOAD_BYTES``)
@@ -259,7 +260,8 @@ def _compute_surface(args, out):
                              acceleration=not args.no_acceleration, progress=bar,
                              client=client, store=args.store, max_work=args.max_work,
                              mcmc_options={"num_temps": args.temps, "num_chains": args.chains,
-                                           "seed": args.seed, "tolerance": args.mcmc_tolerance})
+                                           "seed": args.seed, "tolerance": args.mcmc_tolerance,
+                                           "start": args.mcmc_start})
     finally:
         bar.close()
         if client is not None:
@@ -396,6 +398,9 @@ def build_parser():
     s.add_argument("--mcmc-tolerance", type=TOLERANCE, default=0.05,
                    help="nats: a cell's MCMC interval [lower − 2se, upper + 2se] narrower "
                    "than this is resolved")
+    s.add_argument("--mcmc-start", choices=STARTS, default="ep",
+                   help="where AIS's annealing starts: EP's posterior (then Laplace's where "
+                        "EP does not converge), Laplace's, or the prior")
     s.add_argument("--seed", type=SEED, default=0)
     s.add_argument("--out", required=True, help="output netCDF file")
     s.add_argument("--store", default=None, metavar="PATH",

@@ -3,20 +3,21 @@ one annealing pass, and bidirectional Monte Carlo at one θ. Everything here is 
 function of arrays, so ``bnlab.studies.mcmc`` vmaps it over grid points (and chains
 inside), the batch an accelerator wants.
 
-**Forward AIS** (Neal 2001), as in Li, John & Solin (2023, §5.1, App. B, eqs. 26–28):
-targets π_t(f) ∝ N(f | 0, K) p(y | f)^{τ_t}, τ_t = (t / T)⁴, t = 0 … T; chains start
-from exact prior draws and for t = 1 … T
-    log w += (τ_t − τ_{t−1}) log p(y | f)      with f the state *before* the move,
+**Forward AIS** (Neal 2001), as in Li, John & Solin (2023, §5.1, App. B, eqs. 26–28),
+from a Gaussian start q = N(m, S) made of sites s(f) (``ais_start``; the prior is
+s = 0): targets π_t(f) ∝ q(f) exp(τ_t h(f)), h = log p(y | f) − s(f), τ_t = (t / T)⁴,
+t = 0 … T; chains start from exact draws of q and for t = 1 … T
+    log w += (τ_t − τ_{t−1}) h(f)      with f the state *before* the move,
     f ← ESS transition leaving π_t invariant.
-Each w is an unbiased estimate of Z = p(y | θ), so log of the chains' mean weight is a
-*stochastic lower bound*: E[log Ẑ] ≤ log Z (Jensen), and P(log Ẑ > log Z + a) ≤ e⁻ᵃ
-(Markov's inequality).
+Each Z₀·w is an unbiased estimate of Z = p(y | θ), so log Z₀ + log of the chains' mean
+weight is a *stochastic lower bound*: E[log Ẑ] ≤ log Z (Jensen), and
+P(log Ẑ > log Z + a) ≤ e⁻ᵃ (Markov's inequality).
 
 **Reverse AIS** (Grosse, Ghahramani & Adams 2015, "Sandwiching the marginal likelihood
 using bidirectional Monte Carlo", §3): the same schedule run from τ_T = 1 down to
-τ_0 = 0, started from posterior samples, with log w_rev += (τ_{t−1} − τ_t) log p(y | f)
-before each move under π_{t−1}. Each w_rev is an unbiased estimate of Z₀ / Z_T = 1 / Z,
-so −log of their mean is a *stochastic upper bound* on log Z. ESS is reversible with
+τ_0 = 0, started from posterior samples, with log w_rev += (τ_{t−1} − τ_t) h(f)
+before each move under π_{t−1}. Each w_rev is an unbiased estimate of Z₀ / Z, so
+log Z₀ − log of their mean is a *stochastic upper bound* on log Z. ESS is reversible with
 respect to its target (Murray, Adams & MacKay 2010, §2.3), so the reverse pass uses
 the same transitions; the gap between the two bounds bounds both estimates' bias.
 
@@ -30,7 +31,8 @@ upper estimate down, so a sandwich from poorly mixed chains can look narrower th
 is: the split-R̂ and bulk ESS of those β = 1 chains (``chain_diagnostics``) say
 whether they mixed.
 
-ESS (Murray, Adams & MacKay 2010) moves in f-space with prior draws ν = L z, L = chol K.
+ESS (Murray, Adams & MacKay 2010) moves in f-space on ellipses through the state and a
+draw ν = R z of N(0, S), centred at m (RRᵀ = S; the prior's: m = 0, R = chol K).
 Our own kernel rather than blackjax's so that the shrink loop is a masked
 ``while_loop`` with a cap whose hits are counted (GPML's "emergency break" after 20
 shrinks accepts the last proposal, which biases; here a capped step keeps the current
@@ -47,6 +49,7 @@ from jax.scipy.special import logsumexp
 
 from .. import cubature
 from ..posterior import full
+from .ais_start import site_start
 
 TWO_PI = 2.0 * np.pi
 #: the most latent coordinates whose β = 1 traces are kept for the chain diagnostics
@@ -57,16 +60,17 @@ TRACED_COORDINATES = 16
 _AFTER_FORWARD = 0x7FFFFFFF
 
 
-def ess_step(key, f, ll_f, chol, beta, log_lik, max_shrinks=50):
-    """One elliptical slice sampling transition for N(f|0, LLᵀ) · exp(β log_lik(f)).
-    Returns (new f, its log-likelihood, number of shrinks, capped flag)."""
+def ess_step(key, f, ll_f, chol, beta, log_lik, max_shrinks=50, centre=0.0):
+    """One elliptical slice sampling transition for N(f | centre, LLᵀ) · exp(β log_lik(f)).
+    Returns (new f, its log_lik, number of shrinks, capped flag)."""
     k_nu, k_u, k_theta, k_loop = jax.random.split(key, 4)
     nu = chol @ jax.random.normal(k_nu, f.shape)
+    offset = f - centre
     log_u = beta * ll_f + jnp.log(jax.random.uniform(k_u))
     theta = jax.random.uniform(k_theta, minval=0.0, maxval=TWO_PI)
 
     def propose(theta):
-        g = f * jnp.cos(theta) + nu * jnp.sin(theta)
+        g = centre + offset * jnp.cos(theta) + nu * jnp.sin(theta)
         return g, log_lik(g)
 
     g, ll_g = propose(theta)
@@ -89,10 +93,10 @@ def ess_step(key, f, ll_f, chol, beta, log_lik, max_shrinks=50):
     return (jnp.where(accepted, g, f), jnp.where(accepted, ll_g, ll_f), n, ~accepted)
 
 
-def _moves(key, f, ll, beta, chol, log_lik, steps, max_shrinks):
+def _moves(key, f, ll, beta, chol, log_lik, steps, max_shrinks, centre=0.0):
     """``steps`` ESS transitions of every chain (rows of f) under β; the states after
     each, and the shrink and cap counts."""
-    step = jax.vmap(lambda k, f, l: ess_step(k, f, l, chol, beta, log_lik, max_shrinks))
+    step = jax.vmap(lambda k, f, l: ess_step(k, f, l, chol, beta, log_lik, max_shrinks, centre))
 
     def move(c, s):
         f, ll = c
@@ -103,18 +107,20 @@ def _moves(key, f, ll, beta, chol, log_lik, steps, max_shrinks):
     return f, ll, fs, lls, jnp.sum(k), jnp.sum(cap)
 
 
-def anneal(key, f, ll, beta, num_temps, chol, log_lik, steps_per_temp, max_shrinks):
+def anneal(key, f, ll, beta, num_temps, chol, log_lik, steps_per_temp, max_shrinks,
+           centre=0.0):
     """One AIS pass of the chains ``f`` (C, n) (log-likelihoods ``ll``) through the
     inverse temperatures ``beta(t)``, t = 0 … ``num_temps``: for t = 1 … T,
     log w += (β_t − β_{t−1}) ℓ(f) at the state before the move, then ``steps_per_temp``
     ESS transitions under β_t. Increasing β is forward AIS, decreasing reverse AIS
     (module docstring). ``num_temps`` may be traced (a ``fori_loop``), so one compiled
-    program serves every schedule length. Returns (f, ll, log w, shrinks, capped)."""
+    program serves every schedule length. The ESS ellipses are centred at ``centre``
+    (``GaussianStart``). Returns (f, ll, log w, shrinks, capped)."""
     def temperature(t, carry):
         f, ll, logw, shrinks, capped = carry
         logw = logw + (beta(t) - beta(t - 1)) * ll
         f, ll, _, _, k, cap = _moves(jax.random.fold_in(key, t), f, ll, beta(t), chol,
-                                     log_lik, steps_per_temp, max_shrinks)
+                                     log_lik, steps_per_temp, max_shrinks, centre)
         return f, ll, logw, shrinks + k, capped + cap
 
     init = (f, ll, jnp.zeros(f.shape[0]), jnp.asarray(0), jnp.asarray(0))
@@ -144,9 +150,10 @@ def schedule(num_temps, reverse=False):
     return lambda t: (t / T) ** 4
 
 
-def bdmc_point(model, params, X, y, key, Xs, ys, T, settings):
+def bdmc_point(model, params, sites, X, y, key, Xs, ys, T, settings):
     """Forward AIS, β = 1 chains and (if ``settings.direction`` is 'bidirectional')
-    reverse AIS at one θ with ``T`` temperatures (may be traced); pure, vmapped over
+    reverse AIS at one θ with ``T`` temperatures (may be traced), annealing from the
+    Gaussian of ``sites`` (W, b) (``ais_start``; zeros: the prior); pure, vmapped over
     grid points by ``bnlab.studies.mcmc``. ``settings`` (static): (num_chains,
     steps_per_temp, max_shrinks, posterior_steps, direction). Returns a dict of arrays
     (see ``mcmc.ais_grid``)."""
@@ -154,33 +161,42 @@ def bdmc_point(model, params, X, y, key, Xs, ys, T, settings):
     prior = full.prepare(model, params, X)
     L = prior.chol_K
     n = L.shape[0]
+    D = model.num_latents
+    lik = model.likelihood
 
     def log_lik(f):
-        F = f.reshape(y.shape[0], model.num_latents)
-        lik = model.likelihood
+        F = f.reshape(y.shape[0], D)
         return jnp.sum(jax.vmap(lambda yn, fn: lik.log_prob(params["likelihood"], yn, fn))(y, F))
 
-    f0 = (L @ jax.random.normal(jax.random.fold_in(key, 0), (n, C))).T
-    f, ll, logw, shrinks, capped = anneal(key, f0, jax.vmap(log_lik)(f0), schedule(T), T, L,
-                                          log_lik, S, M)
+    q = site_start(L, *sites)
+
+    def log_ratio(f):                       # h = ℓ − s (``ais_start``)
+        return log_lik(f) - q.site_log(f)
+
+    f0 = q.mean + (q.factor @ jax.random.normal(jax.random.fold_in(key, 0), (n, C))).T
+    f, h, logw, shrinks, capped = anneal(key, f0, jax.vmap(log_ratio)(f0), schedule(T), T,
+                                         q.factor, log_ratio, S, M, q.mean)
     log_z, se = log_mean_and_se(logw)
     lpd = _log_predictive(model, params, X, prior, f, logw, Xs, ys) if Xs is not None else jnp.nan
 
     k_resample, k_chain, k_reverse = jax.random.split(jax.random.fold_in(key, _AFTER_FORWARD), 3)
     pick = jax.random.categorical(k_resample, logw, shape=(C,))
-    g, gll, fs, lls, k, cap = _moves(k_chain, f[pick], ll[pick], 1.0, L, log_lik, R, M)
+    g, gh, fs, _, k, cap = _moves(k_chain, f[pick], h[pick], 1.0, q.factor, log_ratio, R, M,
+                                  q.mean)
+    lls = jax.vmap(jax.vmap(log_lik))(fs)
     trace = jnp.concatenate([lls[..., None], fs[..., traced_coordinates(n)]], axis=-1)
     shrinks, capped, moves = shrinks + k, capped + cap, (T * S + R) * C
     if direction == "bidirectional":
-        _, _, logw_rev, k, cap = anneal(k_reverse, g, gll, schedule(T, reverse=True), T, L,
-                                        log_lik, S, M)
+        _, _, logw_rev, k, cap = anneal(k_reverse, g, gh, schedule(T, reverse=True), T,
+                                        q.factor, log_ratio, S, M, q.mean)
         neg_upper, se_upper = log_mean_and_se(logw_rev)
-        upper, shrinks, capped, moves = -neg_upper, shrinks + k, capped + cap, moves + T * S * C
+        upper, shrinks, capped, moves = q.log_z0 - neg_upper, shrinks + k, capped + cap, \
+            moves + T * S * C
     else:
         logw_rev, upper, se_upper = jnp.full(C, jnp.nan), jnp.nan, jnp.nan
-    return {"log_z": log_z, "log_z_se": se, "log_weights": logw, "samples": f, "lpd": lpd,
-            "log_z_upper": upper, "log_z_upper_se": se_upper, "log_weights_reverse": logw_rev,
-            "posterior_samples": g, "trace": trace,
+    return {"log_z": q.log_z0 + log_z, "log_z_se": se, "log_weights": logw, "samples": f,
+            "lpd": lpd, "log_z_upper": upper, "log_z_upper_se": se_upper,
+            "log_weights_reverse": logw_rev, "posterior_samples": g, "trace": trace,
             "mean_shrinks": shrinks / moves, "capped_fraction": capped / moves}
 
 

@@ -4,7 +4,9 @@ slice sampling on the exact model (the kernels, pure and vmappable, are in
 ``bnlab.studies.ais_kernel``, which states the maths).
 
 - forward annealed importance sampling (AIS; Neal 2001, after Li, John & Solin 2023,
-  App. B): ``log_z`` (= ``log_z_lower``), a stochastic lower bound on log p(y);
+  App. B), annealed from EP's Gaussian posterior (``start``; Laplace's or the prior's
+  on request, ``ais_start``): ``log_z`` (= ``log_z_lower``), a stochastic lower bound
+  on log p(y);
 - reverse AIS from posterior samples: ``log_z_upper``, a stochastic upper bound. The
   posterior samples are *not exact* for a non-conjugate likelihood: they are the
   forward chains' final states resampled by weight and moved ``posterior_steps``
@@ -21,7 +23,7 @@ is or a budget ends.
 
 Results are cached on disk (``bnlab._runtime.disk_cache``) keyed by data, model, θ, the
 schedule (temperatures, chains, moves, β = 1 steps), the direction (forward only or
-bidirectional), the seed and ``AIS_VERSION``.
+bidirectional), the start, the seed and ``AIS_VERSION``.
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ import numpy as np
 
 from .._runtime import disk_cache as cache
 from .ais_kernel import bdmc_point, ess_step
+from .ais_start import STARTED_FROM, STARTS, start_sites
 from .chain_diagnostics import summary as chain_summary
 from .work_limits import AIS_CHUNK, ais_memory, check_ais_memory
 
@@ -42,7 +45,7 @@ __all__ = ["AISResult", "ais", "ais_grid", "bdmc", "bdmc_grid", "ess_step", "eff
 
 #: part of every cache key: raise it whenever the sampler's output for the same inputs
 #: changes, so that entries written by the old sampler are never served
-AIS_VERSION = 2
+AIS_VERSION = 3
 
 #: the reference is converged when its interval (``AISResult.interval``) is narrower
 #: than this (nats, in total)
@@ -54,7 +57,7 @@ DIRECTIONS = ("forward", "bidirectional")
 class AISResult(NamedTuple):
     log_z: float                 # forward AIS: log of the mean weight (a stochastic lower bound)
     log_z_se: float              # delta-method standard error of log_z
-    log_weights: np.ndarray      # (C,) per-chain forward log weights
+    log_weights: np.ndarray      # (C,) per-chain forward log weights (log_z = log Z₀ + their log-mean)
     samples: np.ndarray          # (C, N·D) forward final states: posterior samples of f, weighted
     log_predictive: float        # mean test log predictive density (NaN without a test set)
     mean_shrinks: float          # average number of ESS shrinks per transition
@@ -70,6 +73,12 @@ class AISResult(NamedTuple):
     tolerance: float = GAP_TOLERANCE       # the interval width below which it is converged
     num_temps: int = 0
     num_chains: int = 0
+    start: str = "prior"                   # where the annealing started (``ais_start``)
+
+    @property
+    def started_from(self) -> str:
+        """Where the annealing started, in words."""
+        return STARTED_FROM[self.start]
 
     @property
     def log_z_lower(self) -> float:
@@ -108,25 +117,26 @@ def effective_sample_size(log_weights) -> float:
     return float(w.sum() ** 2 / (w ** 2).sum())
 
 
-def ais_chunks(model, settings, with_test, params, keys, X, y, Xs, ys, devices) -> dict:
-    """AIS at a batch of chunks of grid points: ``params`` (stacked hyperparameters) and
-    ``keys`` have leading axes (chunks, points per chunk); the points of a chunk are
+def ais_chunks(model, settings, with_test, params, sites, keys, X, y, Xs, ys, devices) -> dict:
+    """AIS at a batch of chunks of grid points: ``params`` (stacked hyperparameters),
+    ``sites`` (the starts' (W, b), ``ais_start``) and ``keys`` have leading axes
+    (chunks, points per chunk); the points of a chunk are
     vmapped, the chunks split over ``devices`` (``studies.devices.sharded``), so a
     point's result does not depend on the grouping (to rounding). Numpy arrays out."""
     from .devices import local_devices, sharded
 
     T, static = settings[0], settings[1:]       # one compiled program for every T
 
-    def one(p, k, X, y, Xs, ys, T):
-        return bdmc_point(model, p, X, y, k, Xs if with_test else None, ys, T, static)
+    def one(p, s, k, X, y, Xs, ys, T):
+        return bdmc_point(model, p, s, X, y, k, Xs if with_test else None, ys, T, static)
 
-    chunk = jax.vmap(one, in_axes=(0, 0, None, None, None, None, None))
-    run = sharded(chunk, local_devices(devices), 2, ("ais", model.structure_key(), static, with_test))
-    return jax.tree_util.tree_map(np.asarray, run(params, keys, X, y, Xs, ys, np.int32(T)))
+    chunk = jax.vmap(one, in_axes=(0, 0, 0, None, None, None, None, None))
+    run = sharded(chunk, local_devices(devices), 3, ("ais", model.structure_key(), static, with_test))
+    return jax.tree_util.tree_map(np.asarray, run(params, sites, keys, X, y, Xs, ys, np.int32(T)))
 
 
 def _validate(num_temps, num_chains, steps_per_temp, max_shrinks, posterior_steps, direction,
-              tolerance=GAP_TOLERANCE):
+              tolerance=GAP_TOLERANCE, start="ep"):
     for name, v, lo in (("num_temps", num_temps, 1), ("num_chains", num_chains, 2),
                         ("steps_per_temp", steps_per_temp, 1), ("max_shrinks", max_shrinks, 1),
                         ("posterior_steps", posterior_steps, 4)):
@@ -134,6 +144,8 @@ def _validate(num_temps, num_chains, steps_per_temp, max_shrinks, posterior_step
             raise ValueError(f"{name} must be an integer ≥ {lo}, got {v}")
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
+    if start not in STARTS:
+        raise ValueError(f"start must be one of {STARTS}, got {start!r}")
     if not (np.isfinite(tolerance) and tolerance > 0):
         raise ValueError(f"tolerance must be a positive number of nats, got {tolerance}")
 
@@ -179,8 +191,9 @@ PER_CHAIN = ("log_weights", "log_weights_reverse", "samples", "posterior_samples
 
 def ais_grid(model, X, y, params_list, *, X_test=None, y_test=None, num_temps=1000,
              num_chains=16, steps_per_temp=1, max_shrinks=50, posterior_steps=100,
-             direction="bidirectional", seed=0, chunk_size=AIS_CHUNK, use_cache=True,
-             keep_samples=False, progress=None, cancel=None, devices=None, pool=None):
+             direction="bidirectional", start="ep", seed=0, chunk_size=AIS_CHUNK,
+             use_cache=True, keep_samples=False, progress=None, cancel=None, devices=None,
+             pool=None):
     """BDMC (or forward AIS only, ``direction="forward"``) at every θ of ``params_list``
     (hyperparameter dicts), vmapped over chunks of grid points, reading and writing the
     disk cache per point. Chunks run side by side on ``devices`` (default every local
@@ -190,10 +203,13 @@ def ais_grid(model, X, y, params_list, *, X_test=None, y_test=None, num_temps=10
     vmapped inside it), or "memory": as many as fit in one device's memory budget
     (``ais_points_per_program``), so that on an accelerator grid points × chains are
     one batch. ``posterior_steps``: ESS transitions at β = 1 between the
-    passes (the chains behind the posterior samples and the reverse start). Returns
+    passes (the chains behind the posterior samples and the reverse start). ``start``:
+    anneal from EP's posterior (default), Laplace's, or the prior (``ais_start``;
+    ``start_used`` says per point which one it was). Returns
     (dict of arrays over points: ``SCALARS``, ess, ess_upper, num_temps [, the
     ``PER_CHAIN`` arrays as lists]), cancelled)."""
-    _validate(num_temps, num_chains, steps_per_temp, max_shrinks, posterior_steps, direction)
+    _validate(num_temps, num_chains, steps_per_temp, max_shrinks, posterior_steps, direction,
+              start=start)
     model, params_list = exact_model(model, params_list)
     from ..inference import validate_data
     X, y = validate_data(model, X, y)
@@ -223,12 +239,13 @@ def ais_grid(model, X, y, params_list, *, X_test=None, y_test=None, num_temps=10
     P = len(params_list)
     out = {k: np.full(P, np.nan) for k in SCALARS + ("ess", "ess_upper")}
     out["num_temps"] = np.full(P, settings[0])
+    out["start_used"] = np.full(P, "", dtype=object)
     points = [None] * P
-    base = [np.asarray(X), np.asarray(y), repr(model.structure_key()), list(settings), seed,
+    base = [np.asarray(X), np.asarray(y), repr(model.structure_key()), list(settings), start, seed,
             [np.asarray(Xs), np.asarray(ys)] if with_test else None, AIS_VERSION]
     keys = [cache.make_key(base, jax.tree_util.tree_map(np.asarray, p)) for p in params_list]
     C, n = settings[1], X.shape[0] * model.num_latents
-    layout = {**{f: ((), float) for f in SCALARS}, "log_weights": ((C,), float),
+    layout = {**{f: ((), float) for f in SCALARS + ("start_code",)}, "log_weights": ((C,), float),
               "log_weights_reverse": ((C,), float), "samples": ((C, n), float),
               "posterior_samples": ((C, n), float)}
 
@@ -237,6 +254,7 @@ def ais_grid(model, X, y, params_list, *, X_test=None, y_test=None, num_temps=10
             out[f][i] = point[f]
         out["ess"][i] = effective_sample_size(point["log_weights"])
         out["ess_upper"][i] = effective_sample_size(point["log_weights_reverse"])
+        out["start_used"][i] = STARTS[int(point["start_code"])]
         points[i] = point
         if progress:
             progress()
@@ -254,6 +272,13 @@ def ais_grid(model, X, y, params_list, *, X_test=None, y_test=None, num_temps=10
     chunks = [Block(np.asarray(todo[s:s + chunk_size]), -1, -1)
               for s in range(0, len(todo), chunk_size)]
     shared = pool.share((model, settings, with_test))
+    starts = {}
+
+    def starting(i):
+        """The start's sites at point i (``ais_start.start_sites``), computed once."""
+        if i not in starts:
+            starts[i] = start_sites(model, X, y, params_list[i], start)
+        return starts[i]
 
     def task(group):
         group = pad_to(group, batch)
@@ -264,7 +289,11 @@ def ais_grid(model, X, y, params_list, *, X_test=None, y_test=None, num_temps=10
                                          stacked)
         rng = np.stack([np.asarray(jax.random.fold_in(jax.random.PRNGKey(seed), int(keys[i][:7], 16)))
                         for c in idx for i in c]).reshape(len(group), chunk_size, -1)
-        return _ais_chunks_shared, (shared, stacked, rng, np.asarray(X), np.asarray(y),
+        picked = [starting(i) for c in idx for i in c]
+        sites = tuple(np.stack([s[j] for s in picked]).reshape((len(group), chunk_size)
+                                                              + picked[0][j].shape)
+                      for j in range(2))
+        return _ais_chunks_shared, (shared, stacked, sites, rng, np.asarray(X), np.asarray(y),
                                     np.asarray(Xs), np.asarray(ys), devs)
 
     def store(group, res):
@@ -272,6 +301,7 @@ def ais_grid(model, X, y, params_list, *, X_test=None, y_test=None, num_temps=10
             for j, i in enumerate(block.points.tolist()):
                 point = {k: v[g, j] for k, v in res.items()}
                 point["rhat"], point["bulk_ess"] = chain_summary(point.pop("trace"))
+                point["start_code"] = float(STARTS.index(starts[i][2]))
                 if use_cache:
                     cache.store("ais", keys[i], point)
                 keep(i, point)
@@ -305,35 +335,35 @@ def ais_points_per_program(latent_values, num_temps, num_chains, posterior_steps
     return max(1, min(free_bytes(d) for d in devices) // per_point)
 
 
-def _ais_chunks_shared(shared, params, keys, X, y, Xs, ys, devices):
+def _ais_chunks_shared(shared, params, sites, keys, X, y, Xs, ys, devices):
     model, settings, with_test = shared
-    return ais_chunks(model, settings, with_test, params, keys, X, y, Xs, ys, devices)
+    return ais_chunks(model, settings, with_test, params, sites, keys, X, y, Xs, ys, devices)
 
 
 def ais(model, X, y, params=None, *, X_test=None, y_test=None, num_temps=1000,
         num_chains=16, steps_per_temp=1, max_shrinks=50, posterior_steps=100,
-        direction="bidirectional", tolerance=GAP_TOLERANCE, seed=0,
+        direction="bidirectional", start="ep", tolerance=GAP_TOLERANCE, seed=0,
         use_cache=True) -> AISResult:
     """BDMC at one θ (``params``, default the model's): forward AIS's stochastic lower
     bound on log p(y|θ) and (``direction="bidirectional"``) reverse AIS's upper bound
     from approximate posterior samples (module docstring), their standard errors, the
     weighted forward samples of f and the β = 1 chains' samples with their split-R̂
     and bulk ESS (cached on disk). ``tolerance``: the width of the interval below which
-    the result is ``converged``."""
+    the result is ``converged``. ``start``: as ``ais_grid``'s."""
     _validate(num_temps, num_chains, steps_per_temp, max_shrinks, posterior_steps, direction,
-              tolerance)
+              tolerance, start)
     params = model.init_params() if params is None else params
     out, _ = ais_grid(model, X, y, [params], X_test=X_test, y_test=y_test,
                       num_temps=num_temps, num_chains=num_chains,
                       steps_per_temp=steps_per_temp, max_shrinks=max_shrinks,
-                      posterior_steps=posterior_steps, direction=direction, seed=seed,
-                      chunk_size=1, use_cache=use_cache, keep_samples=True)
-    one = {k: (v[0] if k in PER_CHAIN else float(v[0])) for k, v in out.items()}
+                      posterior_steps=posterior_steps, direction=direction, start=start,
+                      seed=seed, chunk_size=1, use_cache=use_cache, keep_samples=True)
+    one = {k: (v[0] if k in PER_CHAIN + ("start_used",) else float(v[0])) for k, v in out.items()}
     return AISResult(one["log_z"], one["log_z_se"], one["log_weights"], one["samples"],
                      one["lpd"], one["mean_shrinks"], one["capped_fraction"], one["ess"],
                      one["log_z_upper"], one["log_z_upper_se"], one["log_weights_reverse"],
                      one["posterior_samples"], one["rhat"], one["bulk_ess"], one["ess_upper"],
-                     float(tolerance), int(num_temps), int(num_chains))
+                     float(tolerance), int(num_temps), int(num_chains), one["start_used"])
 
 
 def _check_refinement(num_temps, max_temps, refine, max_seconds):

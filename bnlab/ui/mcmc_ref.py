@@ -112,6 +112,7 @@ class MCMCReference:
             self.interval, self.converged = res.interval, res.converged
             self.tolerance, self.rhat, self.bulk_ess = res.tolerance, res.rhat, res.bulk_ess
             self.num_temps, self.num_chains = num_temps, num_chains
+            self.started_from = res.started_from
             self.key = key
 
     def summary_html(self) -> str:
@@ -126,8 +127,9 @@ class MCMCReference:
         again = (f"press “MCMC reference” again for {longer} temperatures"
                  if self.num_temps < MAX_TEMPS else
                  f"{MAX_TEMPS} temperatures is the most the lab runs; this posterior is "
-                 "too far from the prior for AIS here")
-        line = (f"MCMC reference (bidirectional AIS, {self.num_chains} chains × "
+                 "too far from AIS's start here")
+        line = (f"MCMC reference (bidirectional AIS from {self.started_from}, "
+                f"{self.num_chains} chains × "
                 f"{self.num_temps} temperatures): log p(y) ∈ <b class='bn-interval'>"
                 f"[{lo:.3f}, {hi:.3f}]</b> (forward AIS: log p(y) ≈ <b>{self.log_z:.3f}</b>"
                 f" ± {self.log_z_se:.3f}; reverse AIS ≈ {self.log_z_upper:.3f} ± "

@@ -216,15 +216,17 @@ SURFACE = Tour(
              "of signal variance (rows) and lengthscale (columns), MCMC's (AIS) surface "
              "beside them, each argmax a red ×. The first computation takes a few "
              "minutes (MCMC is cached on disk for the next visitor). Here all four pick "
-             "the same cell; at the × Laplace lies lowest, then VI, then EP, and MCMC's "
-             "estimate above them (the slice below runs through the ×). These gaps, a "
-             "few thousandths per point, are about the width of MCMC's own interval "
-             "(forward AIS bounds log p(y) from below, reverse AIS from above): where "
-             "that interval is too wide to order the methods, MCMC's panel is grey and "
-             "its dashed contour, drawn on the other panels elsewhere, is left out; the "
-             "line under the panels counts those cells, which a longer MCMC schedule "
-             "narrows. Add a learning trajectory to see where each method's "
-             "hyperparameter optimisation ends.",
+             "the same cell; at the × Laplace lies lowest, then VI, then EP, and MCMC "
+             "above them (the slice below runs through the ×). MCMC's log p(y) is an "
+             "interval: forward AIS bounds it from below, reverse AIS from above, both "
+             "annealed from EP's posterior to the exact one. At most cells that interval "
+             "is narrower than the gaps between the methods, a few thousandths per "
+             "point, so their order is settled; where it is too wide to order them "
+             "(large signal variance with short lengthscales, where the posterior is "
+             "most skewed), MCMC's panel is grey and its dashed contour, drawn on the "
+             "other panels elsewhere, is left out; the line under the panels counts "
+             "those cells, which a longer MCMC schedule narrows. Add a learning "
+             "trajectory to see where each method's hyperparameter optimisation ends.",
              tab="Surfaces",
              page={"axis0": "variance", "lo0": 0.3, "hi0": 30.0, "axis1": "lengthscale",
                    "lo1": 0.3, "hi1": 5.0, "points": 7,

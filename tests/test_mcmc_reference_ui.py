@@ -35,7 +35,7 @@ def _exact(problem):
 
 def test_interval_holds_the_closed_form_and_the_verdict_follows_the_tolerance(problem):
     ref = MCMCReference()
-    ref.compute(problem, num_temps=200, num_chains=128, tolerance=10.0)
+    ref.compute(problem, num_temps=200, num_chains=128, tolerance=10.0, start="prior")
     lo, hi = ref.interval
     assert lo < _exact(problem) < hi, (lo, _exact(problem), hi)
     text = ref.summary_html()
@@ -49,11 +49,19 @@ def test_interval_holds_the_closed_form_and_the_verdict_follows_the_tolerance(pr
     assert list(span.data) == [lo, hi]                 # the band drawn is the interval
 
     strict = MCMCReference()
-    strict.compute(problem, num_temps=200, num_chains=128, tolerance=1e-4)
+    strict.compute(problem, num_temps=200, num_chains=128, tolerance=1e-4, start="prior")
     text = strict.summary_html()
     assert "Not resolved: the interval is" in text and "again for 800 temperatures" in text
     assert strict.next_schedule(problem) == 800
     assert "(not resolved)" in _log_z_line(strict.truth_for(problem), 0.5, "#000")[2].text
+
+    # annealed from EP's posterior, the exact one for a Gaussian likelihood, the interval
+    # is the closed form (to the prior's jitter, 1e-9 · mean diag K) and resolved
+    exact = MCMCReference()
+    exact.compute(problem, num_temps=200, num_chains=128, tolerance=1e-4)
+    lo, hi = exact.interval
+    assert abs(lo - _exact(problem)) < 1e-6 and abs(hi - _exact(problem)) < 1e-6
+    assert "from EP's posterior" in exact.summary_html() and exact.converged
 
 
 def test_surfaces_page_counts_the_unresolved_cells():

@@ -89,15 +89,15 @@ class MCMCReference:
         return min(self.num_temps * REFINE, MAX_TEMPS)
 
     def compute(self, problem, num_temps=None, num_chains=NUM_CHAINS,
-                steps_per_temp=STEPS_PER_TEMP, seed=0, tolerance=None):
+                steps_per_temp=STEPS_PER_TEMP, seed=0, tolerance=None, start="ep"):
         """Bidirectional Monte Carlo with elliptical-slice transitions
-        (``bnlab.mcmc.ais``): weighted posterior samples of the latents and log p(y)'s
-        interval."""
+        (``bnlab.mcmc.ais``, annealed from ``start``): weighted posterior samples of the
+        latents and log p(y)'s interval."""
         from bnlab import mcmc
         num_temps = self.next_schedule(problem) if num_temps is None else int(num_temps)
         res = mcmc.ais(problem.model, problem.X, problem.y, params=problem.params,
                        num_temps=num_temps, num_chains=num_chains,
-                       steps_per_temp=steps_per_temp, seed=seed,
+                       steps_per_temp=steps_per_temp, seed=seed, start=start,
                        tolerance=mcmc.GAP_TOLERANCE if tolerance is None else tolerance)
         D = problem.model.num_latents
         f = np.asarray(res.samples)[:, ::D]                  # latent f₁ at each input

@@ -6,8 +6,8 @@ import jax
 import numpy as np
 
 from .engine.loop import get_engine
-from .engine.state import State, Trace, make_settings, stop_reason
-from .engine.result import Result
+from .engine.state import State, make_settings
+from .results import Result, Trace, stop_reason
 from .methods.registry import check_method_name
 from .hyperparameters import real_number
 from .model import validate_inputs
@@ -94,7 +94,7 @@ class InferenceResult(Result):
     ``converged``, ``diverged`` (a step produced a non-PD posterior — or, with
     ``trace.posterior_psd`` True, non-finite values — and was rejected: the result is
     the best valid iterate seen, ``bnlab.engine``), ``stop_reason`` ("converged",
-    "diverged: …" saying which check failed, or "max_iters"; ``engine.stop_reason``) and
+    "diverged: …" saying which check failed, or "max_iters"; ``bnlab.results.stop_reason``) and
     ``iterate`` (the iteration whose state the result holds: ``n_iters`` unless the run
     diverged or its last steps were rejected)."""
 

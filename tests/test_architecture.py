@@ -17,10 +17,10 @@ LAYERS = [
     {"cubature", "kernels", "sites", "inducing", "datasets"},
     {"likelihoods"},
     {"model"},
+    {"results"},                      # Result, Trace, stop_reason: every family's answer
     {"posterior"},
     {"methods"},
-    {"engine"},
-    {"gkl"},
+    {"engine", "gkl"},                # the two method families, peers: neither imports the other
     {"inference"},
     {"sparse"},
     {"studies"},

@@ -29,8 +29,7 @@ from jax.scipy.linalg import solve_triangular
 
 from .. import cubature as cub
 from .._runtime.compiled import CompiledCache
-from ..engine.state import Trace, stop_reason
-from ..engine.result import Result
+from ..results import Result, Trace, stop_reason
 from .bound import kl_bound
 from .fit import solve
 from .prior import make_prior

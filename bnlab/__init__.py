@@ -19,20 +19,23 @@ from . import cubature, datasets, kernels, likelihoods, methods  # noqa: E402
 from ._runtime.compiled import clear_compiled  # noqa: E402
 from .results import Result  # noqa: E402
 from .inference import InferenceResult, Stepper, infer, validate_data  # noqa: E402
-from .methods.registry import METHOD_NAMES  # noqa: E402
 from .model import GP  # noqa: E402
 from .model import SparseGP  # noqa: E402
 from .model import MarkovGP  # noqa: E402
 from . import studies  # noqa: E402
 from .studies import learning, mcmc  # noqa: E402
-from . import gkl  # noqa: E402
+from . import gkl  # noqa: E402  (registers G-KL: bnlab.methods.DIRECT)
 
 
 def __getattr__(name):
     """``surface`` is imported on first use (it brings xarray and pandas; see
-    ``bnlab.studies.LAZY_MODULES``)."""
+    ``bnlab.studies.LAZY_MODULES``); ``METHOD_NAMES`` is read when used
+    (``bnlab.methods.method_names()``: the direct families and registered methods
+    included)."""
     if name == "surface":
         return studies.surface
+    if name == "METHOD_NAMES":
+        return methods.method_names()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -8,7 +8,7 @@ import numpy as np
 from .engine.loop import get_engine
 from .engine.state import State, make_settings
 from .results import Result, Trace, stop_reason
-from .methods.registry import check_method_name
+from .methods.registry import DIRECT, check_method_name
 from .hyperparameters import real_number
 from .model import validate_inputs
 from .posterior import full, joint
@@ -157,9 +157,9 @@ class Stepper:
     def __init__(self, model, X, y, method="vi", *, alpha=1.0, damping=0.5, tol=1e-8,
                  backtracking=True, acceleration=True, params=None,
                  cubature=("gauss_hermite", 20), **options):
-        if method == "gkl":
-            raise ValueError("'gkl' optimises (m, C) directly and has no site steps: "
-                             "use bnlab.infer(..., method='gkl')")
+        if method in DIRECT:
+            raise ValueError(f"{method!r} optimises q directly and has no site steps: "
+                             f"use bnlab.infer(..., method={method!r})")
         validate_settings(method, alpha, damping, 1, tol)
         self.X, self.y, self.params = prepare_problem(model, X, y, params)
         self.method = method
@@ -228,13 +228,17 @@ def infer(model, X, y, method="vi", *, alpha=1.0, damping=0.5, max_iters=200, to
     ``model.init_params()``, checked: finite positive values, an ARD lengthscale one per
     input column); ``cubature`` is (rule, order) for the expectations;
     ``options`` are method options (``base`` for 'heuristic', ``qn_damping`` ξ,
-    ``covariance`` … for 'gkl')."""
+    ``covariance`` … for 'gkl').
+
+    A site method (``bnlab.methods.REGISTRY``) runs as a ``Stepper``; a direct family
+    (``bnlab.methods.DIRECT``, G-KL) through its record's ``infer``, which ignores
+    ``alpha``, ``damping``, ``backtracking`` and ``acceleration``."""
     validate_settings(method, alpha, damping, max_iters, tol)
-    if method == "gkl":
-        from .gkl.method import infer_gkl
+    direct = DIRECT.get(method)
+    if direct is not None:
         X, y, params = prepare_problem(model, X, y, params)
-        return infer_gkl(model, X, y, params=params, max_iters=check_max_iters(max_iters),
-                         tol=tol, cubature=cubature, **options)
+        return direct.infer(model, X, y, params=params, max_iters=check_max_iters(max_iters),
+                            tol=tol, cubature=cubature, **options)
     return Stepper(model, X, y, method, alpha=alpha, damping=damping, tol=tol,
                    backtracking=backtracking, acceleration=acceleration, params=params,
                    cubature=cubature, **options).run(max_iters)

@@ -18,7 +18,7 @@ lapack_batches.install()
 from . import cubature, datasets, kernels, likelihoods, methods  # noqa: E402
 from ._runtime.compiled import clear_compiled  # noqa: E402
 from .results import Result  # noqa: E402
-from .inference import InferenceResult, Stepper, infer, validate_data  # noqa: E402
+from .infer import InferenceResult, Stepper, infer, validate_data  # noqa: E402
 from .model import GP  # noqa: E402
 from .model import SparseGP  # noqa: E402
 from .model import MarkovGP  # noqa: E402

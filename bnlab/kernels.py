@@ -18,7 +18,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .hyperparameters import check_keys, positive
+from .checks import check_keys, positive
 
 __all__ = ["Kernel", "Matern12", "Matern32", "Matern52", "RBF", "Periodic", "KERNELS"]
 

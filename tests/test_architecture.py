@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "bnlab"
 
 #: bottom to top; units in one layer may not import each other
 LAYERS = [
-    {"_runtime", "special", "linalg", "hyperparameters"},
+    {"_runtime", "special", "linalg", "checks"},
     {"cubature", "kernels", "sites", "inducing", "datasets"},
     {"likelihoods"},
     {"model"},
@@ -21,7 +21,7 @@ LAYERS = [
     {"posterior"},
     {"methods"},
     {"engine", "gkl"},                # the two method families, peers: neither imports the other
-    {"inference"},
+    {"infer"},
     {"sparse"},
     {"studies"},
     {"bnlab"},                        # the public face, bnlab/__init__.py
@@ -114,7 +114,7 @@ def private_uses(source: str, module: str) -> list[str]:
     """What the code of ``module`` (a dotted name in ``bnlab.ui``) takes from bnlab that is
     not public: each import of a bnlab name (``import``, ``from … import``, relative
     ones resolved), and each attribute read through an imported bnlab module
-    (``bnlab.inference.f`` after ``import bnlab``). The UI's own modules are exempt."""
+    (``bnlab.checks.f`` after ``import bnlab``). The UI's own modules are exempt."""
     package = module.split(".")[:-1]
     tree = ast.parse(source)
     found, bound = [], {}                      # bound: local name → dotted bnlab name
@@ -168,7 +168,7 @@ def test_the_lab_uses_only_public_names():
     "from ..methods.registry import REGISTRY",
     "import bnlab.posterior.joint",
     "from bnlab.studies.mcmc import exact_model",
-    "import bnlab\nbnlab.inference.validate_data",
+    "import bnlab\nbnlab.checks.real_number",
     "from bnlab import mcmc\nmcmc.exact_model(None, [])",
     "from bnlab.studies import mcmc as m\nm.cache.make_key",
 ])

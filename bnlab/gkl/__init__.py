@@ -8,7 +8,7 @@
 - ``jaakkola_jordan`` — the local logistic bound the G-KL bound dominates (§5.1.2).
 
 For GP models use ``bnlab.infer(model, X, y, method="gkl", covariance=...)``
-(``bnlab.gkl.method``): ``GKL`` is the family's record, registered here in
+(``bnlab.gkl.gp``): ``GKL`` is the family's record, registered here in
 ``bnlab.methods.DIRECT``, through which ``infer`` and the surfaces run it.
 """
 from ..methods.registry import register
@@ -17,7 +17,7 @@ from .fit import GKLFit, Solution, fit, solve
 from .local_bound import jaakkola_jordan
 from .prior import GaussianPrior, make_prior
 from .structures import COVARIANCES, make_structure
-from .method import GKL
+from .gp import GKL
 
 register(GKL, built_in=True)
 

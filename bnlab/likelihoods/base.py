@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import cubature
-from ..hyperparameters import check_keys, positive
+from ..checks import check_keys, positive
 
 
 LOG2PI = float(np.log(2 * np.pi))
@@ -37,7 +37,7 @@ def _value_grad_hessian(fn, x):
 
 
 def _positive(name, **values):
-    """Each value as a float, finite and positive (``hyperparameters.positive``)."""
+    """Each value as a float, finite and positive (``checks.positive``)."""
     return [float(positive(f"{name} {key}", v)) for key, v in values.items()]
 
 

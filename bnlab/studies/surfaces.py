@@ -44,7 +44,7 @@ from .._runtime.compiled import CompiledCache
 from ..engine.energies import energy as compute_energy
 from ..engine.loop import get_engine, trace_length
 from ..engine.state import Settings
-from ..inference import infer, prepare_problem, validate_data, validate_settings
+from ..infer import infer, prepare_problem, validate_data, validate_settings
 from ..methods.registry import DIRECT, REGISTRY, check_method_name
 from ..sites import Sites, init_sites
 from .batched import points_per_program, solve_groups, state_bytes

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import os
 
-from ..hyperparameters import real_number
+from ..checks import real_number
 from ..methods.registry import REGISTRY
 
 __all__ = ["MAX_WORK", "check_surface_size", "check_ais_memory", "surface_work",

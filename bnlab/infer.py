@@ -1,5 +1,11 @@
 """``bnlab.infer``: the public entry point — a model, data and a method name in, one
-result (posterior marginals, energy, per-iteration trace) out."""
+result (posterior marginals, energy, per-iteration trace) out — and the checks of what
+enters it (``validate_data``, ``validate_settings``).
+
+The package binds the function ``infer`` over this module's name, so ``bnlab.infer``
+and ``from bnlab import infer`` are the function; the module's other names are imported
+from it (``from bnlab.infer import Stepper, MAX_ITERS``). ``import bnlab.infer as m``
+binds the function too (Python reads ``m`` as the attribute ``bnlab.infer``)."""
 from __future__ import annotations
 
 import jax
@@ -9,7 +15,7 @@ from .engine.loop import get_engine
 from .engine.state import State, make_settings
 from .results import Result, Trace, stop_reason
 from .methods.registry import DIRECT, check_method_name
-from .hyperparameters import real_number
+from .checks import real_number
 from .model import validate_inputs
 from .posterior import full, joint
 
@@ -36,7 +42,7 @@ def check_max_iters(max_iters) -> int:
         raise TypeError(f"max_iters must be an integer, got {max_iters!r}")
     if not 1 <= value <= MAX_ITERS:
         raise ValueError(f"max_iters must be an integer from 1 to {MAX_ITERS} "
-                         f"(bnlab.inference.MAX_ITERS), got {max_iters!r}")
+                         f"(MAX_ITERS of the module bnlab.infer), got {max_iters!r}")
     return int(value)
 
 

@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import cubature
+from .._runtime.configure import ensure_configured
 from ..checks import check_keys, positive
 
 
@@ -160,6 +161,7 @@ class Likelihood:
 
     # --- input checking --------------------------------------------------------------
     def validate_targets(self, y) -> np.ndarray:
+        ensure_configured()             # bnlab's settings (float64) before its numerics
         y = np.asarray(y, dtype=float)
         if y.ndim == 2 and y.shape[1] == 1:
             y = y[:, 0]

@@ -42,7 +42,7 @@ def learn_trajectories(problem, axes, labels, *, damping=0.5, cubature=("gauss_h
                                  damping=damping, steps=JOINT_STEPS, **common)
         elif procedure == "alternated_ep":
             res, _ = frozen_ep.alternated_ep(problem.model, problem.X, problem.y,
-                                                 damping=damping, **common)
+                                             damping=damping, **common)
         else:
             res = learning.hybrid(problem.model, problem.X, problem.y, outer=HYBRID_OUTER,
                                   **common)

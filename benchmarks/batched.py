@@ -39,6 +39,8 @@ import bnlab
 from bnlab.datasets import synthetic_probit
 from bnlab.studies.batched import free_bytes
 
+bnlab.configure()      # float64 before this script's own JAX arrays
+
 METHODS = ["laplace", "vi", "ep", "ep_like"]
 MODEL = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.Bernoulli("probit"))
 

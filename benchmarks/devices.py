@@ -30,6 +30,8 @@ import numpy as np  # noqa: E402
 import bnlab  # noqa: E402
 from bnlab.datasets import synthetic_probit  # noqa: E402
 
+bnlab.configure()      # float64 before this script's own JAX arrays
+
 METHODS = ["laplace", "vi", "ep", "ep_like"]
 
 

@@ -40,6 +40,8 @@ from bnlab.engine.loop import get_engine
 from bnlab.engine.state import Settings
 from bnlab.methods.registry import REGISTRY
 
+bnlab.configure()      # float64 before this script's own JAX arrays
+
 
 def _once(fn):
     t0 = time.perf_counter()

@@ -25,6 +25,8 @@ import bnlab
 from bnlab.gkl import fit, kl_bound, make_prior, make_structure
 from bnlab.papers.challis2013 import CB_TABLE3, synthetic_logistic, test_log_predictive
 
+bnlab.configure()      # float64 before this script's own JAX arrays
+
 STRUCTURES = [("full", {}), ("optimal", {}), ("banded", {"band": 10}),
               ("chevron", {"rank": 10}), ("factor_analysis", {"rank": 10}),
               ("subspace", {"rank": 10}), ("mean_field", {})]

@@ -21,6 +21,8 @@ import bnlab
 from bnlab.engine.loop import get_engine
 from bnlab.engine.state import Settings
 
+bnlab.configure()      # float64 before this script's own JAX arrays
+
 
 def _time_step(engine, params, X, y, settings, repeats):
     """Median wall time of one jitted step (compiled and warmed up first)."""

@@ -432,6 +432,8 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    from . import configure
+    configure()            # float64, one OpenBLAS thread, the persistent compilation cache
     if args.command == "surface" and args.grid is None:
         args.grid = dict(_grid_axis(spec) for spec in DEFAULT_GRID)
     try:

@@ -18,7 +18,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .hyperparameters import check_keys, positive
+from ._runtime.configure import ensure_configured
+from .checks import check_keys, positive
 
 __all__ = ["Kernel", "Matern12", "Matern32", "Matern52", "RBF", "Periodic", "KERNELS"]
 
@@ -62,6 +63,7 @@ class Kernel:
     markovian = False
 
     def __init__(self, lengthscale=1.0, variance=1.0):
+        ensure_configured()             # bnlab's settings (float64) before its numerics
         name = type(self).__name__
         self.lengthscale = positive(f"{name} lengthscale", lengthscale, vector=True)
         self.variance = float(positive(f"{name} variance", variance))

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 import jax.numpy as jnp
 import numpy as np
 
+from ._runtime.configure import ensure_configured
 from .kernels import Kernel
 from .likelihoods import Likelihood
 
@@ -53,6 +54,7 @@ class GP:
     structure = "full"
 
     def __init__(self, kernel, likelihood: Likelihood):
+        ensure_configured()             # bnlab's settings (float64) before its numerics
         if not isinstance(likelihood, Likelihood):
             raise TypeError(f"likelihood must be a bnlab likelihood, got {likelihood!r}")
         D = likelihood.num_latents

@@ -90,7 +90,8 @@ def warmup(names=None, *, out=None) -> dict:
     if unknown:
         raise ValueError(f"unknown warmup job(s) {', '.join(unknown)}; "
                          f"choose among {', '.join(JOBS)}")
-    import bnlab  # noqa: F401  (turns the persistent cache on)
+    import bnlab
+    bnlab.configure()                       # turns the persistent cache on
     if not jax.config.jax_compilation_cache_dir:
         raise ValueError("the persistent compilation cache is off (BNLAB_XLA_CACHE=0?): "
                            "warming up would compile programs no later process can load")

@@ -21,12 +21,16 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 
 def pytest_configure(config):
     """Share compiled XLA programs between test modules and xdist workers through JAX's
-    persistent compilation cache: the suite compiles the same engines many times."""
+    persistent compilation cache: the suite compiles the same engines many times. Then
+    bnlab's settings with their defaults (``bnlab.configure``), before any test builds an
+    array: float64 for the tests that make their own JAX arrays before calling bnlab."""
     import jax
     jax.config.update("jax_compilation_cache_dir",
                       os.environ.get("BNLAB_TEST_XLA_CACHE",
                                      str(Path(tempfile.gettempdir()) / "bnlab-test-xla-cache")))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    import bnlab
+    bnlab.configure()
 
 
 @pytest.fixture(autouse=True, scope="module")

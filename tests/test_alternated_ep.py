@@ -1,4 +1,4 @@
-"""The paper's EP baseline (GPy's frozen-site EP learning, ``bnlab.studies.alternated_ep``):
+"""The paper's EP baseline (GPy's frozen-site EP learning, ``bnlab.studies.frozen_ep``):
 its objective against scikit-learn's Gaussian-process regression evidence on the
 pseudo-observations, its optimum against that evidence's gradient, and Li et al.
 (2023) Table 1's EP row on breast cancer."""
@@ -8,7 +8,7 @@ from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import ConstantKernel, Matern
 
 import bnlab
-from bnlab.studies.alternated_ep import alternated_ep, frozen_site_gaussian_term
+from bnlab.studies.frozen_ep import alternated_ep, frozen_site_gaussian_term
 from bnlab.papers.li2023 import PAPER_TABLE1, li2023
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import bnlab
-from bnlab.gkl.method import gkl_bound_at_optimum
+from bnlab.gkl.gp import gkl_bound_at_optimum
 
 pytestmark = pytest.mark.slow     # the fast check is tests/test_surface.py (gkl surface = infer)
 

@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 import scipy.linalg
 
-import bnlab  # noqa: F401  (installs the sliced lowering)
+import bnlab
 from bnlab._runtime import lapack_batches
+
+bnlab.configure()           # installs the sliced lowering (where this jaxlib needs it)
 
 RNG = np.random.default_rng(3)
 

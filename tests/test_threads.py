@@ -1,4 +1,5 @@
-"""``import bnlab`` leaves one OpenBLAS thread per process (bnlab/_runtime/threads.py), unless
+"""bnlab's settings (``bnlab.configure``, applied by the first model a process builds)
+leave one OpenBLAS thread per process (bnlab/_runtime/threads.py), unless
 OPENBLAS_NUM_THREADS says otherwise. Run in fresh interpreters: the limit is process-wide."""
 import json
 import os
@@ -6,6 +7,7 @@ import subprocess
 import sys
 
 PROBE = ("import json, bnlab, threadpoolctl, jax.numpy as jnp;"
+         "bnlab.GP(bnlab.kernels.RBF(), bnlab.likelihoods.Gaussian());"
          "jnp.linalg.cholesky(jnp.eye(3)).block_until_ready();"
          "print(json.dumps([(i['filepath'], i['num_threads']) for i in threadpoolctl.threadpool_info()"
          " if i['internal_api'] == 'openblas']))")

@@ -5,7 +5,7 @@ import itertools
 import pytest
 
 from bnlab.engine.loop import get_engine
-from bnlab.inference import validate_settings
+from bnlab.infer import validate_settings
 from bnlab.ui.controls import SECTIONS, Controls, Status
 from bnlab.ui.problem import SettingError, build_problem
 from bnlab.ui.runner import make_runner

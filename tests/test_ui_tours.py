@@ -5,7 +5,7 @@ import numpy as np
 import panel as pn
 import pytest
 
-from bnlab.inference import validate_settings
+from bnlab.infer import validate_settings
 from bnlab.ui import tours
 from bnlab.ui.compare import CompareView, converge
 from bnlab.ui.problem import build_problem

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import bnlab
-from bnlab.inference import MAX_ITERS
+from bnlab.infer import MAX_ITERS
 from reference import matern52
 
 X = np.linspace(-2, 2, 12)[:, None]

@@ -18,6 +18,8 @@ from typing import Callable, Hashable
 
 import jax
 
+from .configure import ensure_configured
+
 __all__ = ["CompiledCache", "clear_compiled"]
 
 _ALL: "weakref.WeakSet[CompiledCache]" = weakref.WeakSet()
@@ -35,6 +37,7 @@ class CompiledCache:
         _ALL.add(self)
 
     def get(self, key: Hashable, build: Callable[[], object]):
+        ensure_configured()                   # bnlab's settings before its first program
         with self._lock:
             if key in self._items:
                 self._items.move_to_end(key)

@@ -15,8 +15,9 @@ On the CPU each such primitive's batch is lowered as a loop over slices of at mo
 ``SLICE_BYTES`` of its first operand, each slice one LAPACK call below the size at
 which jaxlib splits it; a single matrix of any size is one call, as before (jaxlib
 does not split one matrix). The values are those of the batched call: the same LAPACK
-routine on the same matrices. ``install`` is called once, when bnlab is imported,
-before anything is compiled; with a newer jaxlib it leaves JAX as it is."""
+routine on the same matrices. ``install`` is called by ``bnlab.configure``
+(``configure``), before bnlab compiles anything; with a newer jaxlib it leaves JAX as
+it is."""
 from __future__ import annotations
 
 import math

@@ -6,8 +6,8 @@ core. Those threads then compete with XLA's for the same cores, which slows ever
 iteration and, on a loaded machine, a single Cholesky by two orders of magnitude
 (benchmarks/README.md, "Serving large problems"). So bnlab sets every
 OpenBLAS in the process (SciPy's, and NumPy's, which plain NumPy code in the same
-process shares) to one thread, through ``threadpoolctl`` at import — unless
-``OPENBLAS_NUM_THREADS`` is set, which is then respected.
+process shares) to one thread, through ``threadpoolctl``, when ``bnlab.configure`` runs
+(``configure``) — unless ``OPENBLAS_NUM_THREADS`` is set, which is then respected.
 """
 from __future__ import annotations
 
@@ -23,3 +23,11 @@ def limit_openblas_threads() -> bool:
     from threadpoolctl import threadpool_limits
     threadpool_limits(limits=1, user_api="blas")
     return True
+
+
+def set_openblas_threads(count: int) -> int:
+    """Set every loaded OpenBLAS to ``count`` threads (``bnlab.configure(blas_threads=)``)."""
+    import scipy.linalg  # noqa: F401  (as above)
+    from threadpoolctl import threadpool_limits
+    threadpool_limits(limits=int(count), user_api="blas")
+    return int(count)

@@ -1,4 +1,5 @@
-"""JAX's persistent compilation cache, on by default, under bnlab's cache directory.
+"""JAX's persistent compilation cache under bnlab's cache directory, on by default when
+``bnlab.configure`` runs (``configure``).
 
 Every new process would otherwise recompile each engine, surface block solver and AIS
 sampler it runs (XLA compilation dominates a small surface's wall time and the lab's
@@ -36,19 +37,26 @@ def xla_cache_dir() -> Path:
     return cache_dir() / "xla"
 
 
-def enable_xla_cache() -> Path | None:
-    """Point JAX's persistent compilation cache at ``xla_cache_dir()`` unless
-    ``BNLAB_XLA_CACHE`` is 0/false/no/off or a directory is already configured;
-    returns the directory in use (None when off)."""
-    if os.environ.get("BNLAB_XLA_CACHE", "1").strip().lower() in _OFF:
-        return None
-    current = jax.config.jax_compilation_cache_dir
-    if current:
-        return Path(current)
-    path = xla_cache_dir()
+def enable_xla_cache(path: Path | None = None) -> Path | None:
+    """Point JAX's persistent compilation cache at ``path`` if given, else at
+    ``xla_cache_dir()`` unless ``BNLAB_XLA_CACHE`` is 0/false/no/off or a directory is
+    already configured; returns the directory in use (None when off). A ``path`` that
+    cannot be created is an OSError; the default one is skipped (a read-only home runs
+    without the cache)."""
+    chosen = path is not None
+    if path is None:
+        if os.environ.get("BNLAB_XLA_CACHE", "1").strip().lower() in _OFF:
+            return None
+        current = jax.config.jax_compilation_cache_dir
+        if current:
+            return Path(current)
+        path = xla_cache_dir()
     try:
         path.mkdir(parents=True, exist_ok=True)
-    except OSError:              # read-only home: run without the cache, as before
+    except OSError as exc:
+        if chosen:
+            raise OSError(f"the compilation cache directory {path} cannot be created: "
+                          f"{exc}") from exc
         return None
     jax.config.update("jax_compilation_cache_dir", str(path))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)

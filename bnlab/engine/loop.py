@@ -86,8 +86,8 @@ from ..posterior import global_update
 from ..sites import (Marginals, Sites, damped_update, init_sites, max_relative_change,
                     min_eigenvalue, site_residual)
 from ..linalg.small_blocks import inv_small
-
-from .state import ASCENT_SLACK, Best, State, StepInfo, Trace, undamped_change
+from ..results import Trace
+from .state import ASCENT_SLACK, Best, State, StepInfo, undamped_change
 
 __all__ = ["Engine", "get_engine", "trace_length"]
 

@@ -1,6 +1,6 @@
 """The loop's vocabulary: ``Settings``, ``State`` and the best iterate ``Best``, the
-per-step ``StepInfo`` and per-run ``Trace``, and the stopping rule's words
-(``undamped_change``, ``stop_reason``).
+per-step ``StepInfo`` and the stopping rule's measure (``undamped_change``); the per-run
+``Trace`` and ``stop_reason`` are every family's (``bnlab.results``).
 
 The state a diverged step returns is not the last accepted iterate but the *best* valid
 one seen (``State.best``, the start included, so never one worse than the start): an
@@ -31,8 +31,8 @@ import jax.numpy as jnp
 
 from ..sites import Marginals, Sites
 
-__all__ = ["Settings", "make_settings", "State", "Best", "StepInfo", "Trace", "ASCENT_SLACK",
-           "undamped_change", "stop_reason"]
+__all__ = ["Settings", "make_settings", "State", "Best", "StepInfo", "ASCENT_SLACK",
+           "undamped_change"]
 
 
 class Settings(NamedTuple):
@@ -105,39 +105,7 @@ class StepInfo(NamedTuple):
         return self.posterior_psd & self.cavity_psd
 
 
-class Trace(NamedTuple):
-    """Per-iteration records (arrays of the run's trace length; unused tail NaN/False)."""
-    energy: Any
-    step_size: Any
-    max_change: Any
-    posterior_psd: Any
-    cavity_psd: Any
-    min_site_precision: Any
-    min_cavity_precision: Any
-    accepted: Any                  # False: rejected (diverged, or by the step control)
-
-    @property
-    def psd(self):
-        """One PSD flag per iteration: posterior and every cavity positive definite."""
-        return self.posterior_psd & self.cavity_psd
-
-
 def undamped_change(max_change, rho, rho_k):
     """The convergence measure: the max relative site change of a step of ρ_k, scaled
     to the settings' ρ (a step the control shortened is never mistaken for convergence)."""
     return max_change * (rho / rho_k)
-
-
-def stop_reason(converged, diverged, posterior_psd=True, cavity_psd=True) -> str:
-    """Why a run stopped, in words, from its outcome and the PSD flags of its last
-    step (which describe the rejected proposal of a diverged run): "converged",
-    "diverged: …" (which check failed) or "max_iters" (the iteration cap)."""
-    if converged:
-        return "converged"
-    if diverged:
-        if not posterior_psd:
-            return "diverged: the posterior covariance is not positive definite"
-        if not cavity_psd:
-            return "diverged: a cavity is not positive definite"
-        return "diverged: non-finite sites, mean or energy"
-    return "max_iters"

@@ -6,7 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import cubature
-from ..hyperparameters import check_keys, positive
+from .._runtime.configure import ensure_configured
+from ..checks import check_keys, positive
 
 
 LOG2PI = float(np.log(2 * np.pi))
@@ -37,7 +38,7 @@ def _value_grad_hessian(fn, x):
 
 
 def _positive(name, **values):
-    """Each value as a float, finite and positive (``hyperparameters.positive``)."""
+    """Each value as a float, finite and positive (``checks.positive``)."""
     return [float(positive(f"{name} {key}", v)) for key, v in values.items()]
 
 
@@ -160,6 +161,7 @@ class Likelihood:
 
     # --- input checking --------------------------------------------------------------
     def validate_targets(self, y) -> np.ndarray:
+        ensure_configured()             # bnlab's settings (float64) before its numerics
         y = np.asarray(y, dtype=float)
         if y.ndim == 2 and y.shape[1] == 1:
             y = y[:, 0]

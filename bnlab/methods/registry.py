@@ -41,6 +41,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .base import Method, Mixing
+from .direct import DirectMethod
 from .linearisation import pl2_gn_local, pl2_local, pl_local
 from .newton import laplace_gn_local, laplace_local, taylor_local
 from .power_ep import pep_local
@@ -49,7 +50,8 @@ from .quasi_newton import (B0_SCALE, PEP_B0_SCALE, bfgs_init, laplace_qn_local, 
 from .riemannian import heuristic_local, riemannian_local
 from .variational import vi_gn_local, vi_local
 
-__all__ = ["REGISTRY", "METHOD_NAMES", "HEURISTIC_BASES", "register", "unregister", "resolve",
+__all__ = ["REGISTRY", "DIRECT", "METHOD_NAMES", "HEURISTIC_BASES", "register", "unregister",
+           "resolve",
            "takes_alpha", "method_names", "check_method_name", "riemannian", "heuristic"]
 
 
@@ -132,9 +134,9 @@ REGISTRY: dict[str, Method] = {m.name: m for m in (
 )}
 #: the bases ``method="heuristic"`` may wrap (``base=``)
 HEURISTIC_BASES = ("laplace", "vi", "pep", "pl2")
-#: G-KL optimises (m, C) directly (``bnlab.gkl``): a name ``infer`` accepts, not a
-#: site method
-DIRECT_METHODS = ("gkl",)
+#: name → ``DirectMethod``: the families that optimise q directly, not by site updates
+#: (``bnlab.gkl`` registers G-KL's record when bnlab is imported)
+DIRECT: dict[str, DirectMethod] = {}
 REGISTRY["heuristic"] = replace(heuristic(_VI), description="a base method with the heuristic "
                                 "diagonal PSD fix")
 
@@ -142,13 +144,20 @@ REGISTRY["heuristic"] = replace(heuristic(_VI), description="a base method with 
 def method_names() -> tuple:
     """Every name ``infer`` accepts now, site methods first (the ones ``register`` added
     included: read it where the list is used, not once at import)."""
-    return tuple(REGISTRY) + DIRECT_METHODS
+    return tuple(REGISTRY) + tuple(DIRECT)
 
 
-#: the names at import (``method_names()`` follows ``register``)
-METHOD_NAMES = method_names()
-#: the methods this module defines (``unregister`` removes only the others)
-_BUILT_IN = frozenset(REGISTRY)
+def __getattr__(name):
+    """``METHOD_NAMES``: ``method_names()`` when read, so that it holds the direct
+    families, which register after this module is imported, and the methods
+    ``register`` added."""
+    if name == "METHOD_NAMES":
+        return method_names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+#: bnlab's own methods (``unregister`` removes only the others)
+_BUILT_IN = set(REGISTRY)
 
 _NONEXISTENT = {
     "pep_gn": "there is no Power-EP Gauss–Newton method: Bonnet's and Price's theorems do "
@@ -161,30 +170,36 @@ _NONEXISTENT = {
 }
 
 
-def register(method: Method) -> Method:
+def register(method: Method | DirectMethod, *, built_in: bool = False):
     """Add ``method`` to the registry: ``infer`` and the surfaces accept its name from
     then on, and a lab built after it offers it, with the controls its record implies
     (α from ``uses_alpha``, the step control from ``ascends``, acceleration from
-    ``mixing``)."""
-    if method.name in REGISTRY or method.name in DIRECT_METHODS or method.name in _NONEXISTENT:
+    ``mixing``). A ``Method`` joins ``REGISTRY``, a ``DirectMethod`` ``DIRECT``.
+    ``built_in``: one of bnlab's own families, which ``unregister`` refuses."""
+    if method.name in REGISTRY or method.name in DIRECT or method.name in _NONEXISTENT:
         raise ValueError(f"a method named {method.name!r} already exists")
-    REGISTRY[method.name] = method
+    if not isinstance(method, (Method, DirectMethod)):
+        raise TypeError(f"register takes a Method or a DirectMethod record, got "
+                        f"{type(method).__name__}")
+    (DIRECT if isinstance(method, DirectMethod) else REGISTRY)[method.name] = method
+    if built_in:
+        _BUILT_IN.add(method.name)
     return method
 
 
 def unregister(name: str) -> Method:
     """Remove a method ``register`` added (the built-in ones stay) and return it."""
-    if name in _BUILT_IN or name in DIRECT_METHODS:
+    if name in _BUILT_IN:
         raise ValueError(f"{name!r} is a built-in method: only registered ones can be removed")
-    if name not in REGISTRY:
+    if name not in REGISTRY and name not in DIRECT:
         raise ValueError(f"no registered method named {name!r}")
-    return REGISTRY.pop(name)
+    return (REGISTRY if name in REGISTRY else DIRECT).pop(name)
 
 
 def check_method_name(name: str):
     if name in _NONEXISTENT:
         raise ValueError(f"method {name!r}: {_NONEXISTENT[name]}")
-    if name not in REGISTRY and name not in DIRECT_METHODS:
+    if name not in REGISTRY and name not in DIRECT:
         raise ValueError(f"unknown method {name!r}; choose one of {', '.join(method_names())}")
 
 
@@ -194,7 +209,7 @@ def resolve(name: str, *, base: str = "vi", qn_damping: float = 0.5) -> tuple[Me
     ``base`` picks the method the heuristic PSD fix wraps; ``qn_damping`` is ξ of the
     damped BFGS update (the paper's experiments use 0.3–0.5)."""
     check_method_name(name)
-    if name in DIRECT_METHODS:
+    if name in DIRECT:
         raise ValueError(f"{name!r} optimises (m, C) directly and has no site update")
     if not 0 < qn_damping < 1:
         raise ValueError(f"qn_damping ξ must lie in (0, 1), got {qn_damping}")
@@ -211,7 +226,7 @@ def takes_alpha(name: str, *, base: str = "vi") -> bool:
     """Whether the Power-EP power α is a run-time setting of method ``name``: the
     ``uses_alpha`` of the record it runs as (for 'heuristic', the fix around ``base``,
     which takes α when the base does). 'ep' is Power EP at α = 1, fixed; the direct
-    methods (G-KL) have no α. The one rule the lab and scripts ask."""
-    if name in DIRECT_METHODS:
+    methods (G-KL, ``DIRECT``) have no α. The one rule the lab and scripts ask."""
+    if name in DIRECT:
         return False
     return resolve(name, base=base)[0].uses_alpha

@@ -5,7 +5,7 @@ zero mean, θ initialised at ℓ = σ = 1.
 
 EP follows the paper's protocol: GPy's EP with one L-BFGS-B optimisation, which runs EP
 once at the starting θ and then optimises θ with the sites frozen
-(``bnlab.studies.alternated_ep``). "EP_at_Ours" is the paper's Table 7 check ("EP (new init.)"):
+(``bnlab.studies.frozen_ep``). "EP_at_Ours" is the paper's Table 7 check ("EP (new init.)"):
 the same procedure started from the hybrid method's learned θ.
 
 Differences from the paper, stated: LA and VI maximise their own energy with Adam
@@ -21,8 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import datasets, kernels, likelihoods
-from ..studies.alternated_ep import alternated_ep
-from ..inference import infer
+from ..studies.frozen_ep import alternated_ep
+from ..infer import infer
 from ..studies.learning import hybrid, joint
 from ..model import GP
 

@@ -32,7 +32,7 @@ import optax
 from jax.scipy.linalg import solve_triangular
 
 from .. import cubature
-from ..inference import validate_data
+from ..infer import validate_data
 from ..likelihoods import Gaussian
 from ..posterior.sparse import projection
 from .bounds import _log1p_over_alpha, _logdet_over_alpha

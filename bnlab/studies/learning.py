@@ -36,7 +36,7 @@ import optax
 from .._runtime.compiled import CompiledCache
 from ..engine.loop import get_engine
 from ..engine.state import make_settings
-from ..inference import prepare_problem, validate_data, validate_settings
+from ..infer import prepare_problem, validate_data, validate_settings
 
 __all__ = ["LearningResult", "joint", "hybrid", "learnable", "objective_gradient"]
 

@@ -176,7 +176,7 @@ def posterior_key(model, X, y, params=None) -> str:
     posterior whatever the approximate method and its settings, so a view keeps its
     MCMC reference while only those change. The sampler's settings are not part of it:
     ``ais`` caches each schedule on disk under its own key."""
-    from ..inference import validate_data
+    from ..infer import validate_data
     params = model.init_params() if params is None else params
     model, (params,) = exact_model(model, [params])
     X, y = validate_data(model, X, y)
@@ -211,7 +211,7 @@ def ais_grid(model, X, y, params_list, *, X_test=None, y_test=None, num_temps=10
     _validate(num_temps, num_chains, steps_per_temp, max_shrinks, posterior_steps, direction,
               start=start)
     model, params_list = exact_model(model, params_list)
-    from ..inference import validate_data
+    from ..infer import validate_data
     X, y = validate_data(model, X, y)
     if X.shape[0] * model.num_latents > MAX_POINTS:
         raise ValueError(f"AIS works with the dense prior covariance of every training "

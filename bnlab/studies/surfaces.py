@@ -44,8 +44,8 @@ from .._runtime.compiled import CompiledCache
 from ..engine.energies import energy as compute_energy
 from ..engine.loop import get_engine, trace_length
 from ..engine.state import Settings
-from ..inference import prepare_problem, validate_data, validate_settings
-from ..methods.registry import REGISTRY, check_method_name
+from ..infer import infer, prepare_problem, validate_data, validate_settings
+from ..methods.registry import DIRECT, REGISTRY, check_method_name
 from ..sites import Sites, init_sites
 from .batched import points_per_program, solve_groups, state_bytes
 from .devices import local_devices, pad_to, sharded
@@ -332,7 +332,7 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
 
     P = thetas.shape[0]
     results = {m: _empty(P) for m in methods}
-    groups = _site_groups([m for m in methods if m not in ("gkl", "mcmc")], damping, max_iters,
+    groups = _site_groups([m for m in methods if m in REGISTRY], damping, max_iters,
                           model.likelihood.log_concave and model.num_latents == 1)
     blocks = plan_blocks(shape, chunk, warm_start)
     devs = local_devices(devices)
@@ -343,7 +343,8 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
         raise ValueError(f"batch_points must be at least 1, got {batch_points}")
     if workers is None and batching == "vmap" and client is None:
         workers = 1                  # one program in flight holds the memory budget
-    total = len(blocks) * len(groups) + P * (("gkl" in methods) + ("mcmc" in methods))
+    direct = [m for m in methods if m in DIRECT]
+    total = len(blocks) * len(groups) + P * (len(direct) + ("mcmc" in methods))
     done, cancelled = 0, False
 
     def report(k=1):
@@ -396,14 +397,16 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
             cancelled, from_store = _run_site_blocks(site_runs, blocks, warm_start, results,
                                                      cancel, report, pool, batch, task_devices,
                                                      block_store)
-        for special in ("gkl", "mcmc"):
-            if special in methods and not cancelled:
-                runner = _run_gkl if special == "gkl" else _run_mcmc
-                cancelled = runner(model, X, y, X_test if with_test else None,
-                                   y_test if with_test else None, base, names, thetas, results,
-                                   cancel, report, method_options.get("gkl", {}),
-                                   mcmc,
-                                   max_iters.get("gkl"), tol, cubature)
+        test = (X_test, y_test) if with_test else None
+        for m in direct:
+            if not cancelled:
+                cancelled = _run_direct(DIRECT[m], model, X, y, test, base, names, thetas,
+                                        results[m], method_options.get(m, {}), max_iters[m],
+                                        tol, cubature, cancel, report)
+        if "mcmc" in methods and not cancelled:
+            cancelled = _run_mcmc(model, X, y, X_test if with_test else None,
+                                  y_test if with_test else None, base, names, thetas, results,
+                                  cancel, report, {}, mcmc, None, tol, cubature)
     finally:
         pool.close()
     ds = _dataset(results, methods, axes, shape, N, with_test, cancelled, warm_start, model)
@@ -601,20 +604,18 @@ def _open_store(path, site_runs, blocks, model, X, y, X_test, y_test, base, axes
     return BlockStore(path, prints, layout)
 
 
-def _run_gkl(model, X, y, Xs, ys, base, names, thetas, results, cancel, report, options,
-             _mcmc, max_iters, tol, cubature):
-    """G-KL optimises (m, C) directly (``bnlab.gkl.method``). Without a test set the
-    bound comes from its pure ``gkl_bound_at_optimum`` under ``lax.map`` (one grid row
-    per call); with a test set the predictive needs the optimised q, so each point is a
-    ``bnlab.infer(method="gkl")`` call in a loop (compiled once)."""
-    from ..inference import infer
-    from ..gkl.method import gkl_bound_at_optimum
-    r = results["gkl"]
-    opts = {k: v for k, v in options.items() if k in ("covariance", "band", "rank")}
-    if Xs is None and set(options) <= {"covariance", "band", "rank"}:
-        bound = jax.jit(lambda th: jax.lax.map(lambda t: gkl_bound_at_optimum(
+def _run_direct(record, model, X, y, test, base, names, thetas, r, options, max_iters, tol,
+                cubature, cancel, report):
+    """A family that optimises q directly (``bnlab.methods.DirectMethod``, G-KL) at every
+    grid point, into ``r`` (the method's arrays of ``_empty``); True if cancelled.
+    Without a ``test`` set (X_test, y_test) the energy comes from the record's pure
+    ``bound_at_optimum`` under ``lax.map`` (one grid row per call); with one, or with
+    options the pure form does not take, each point is a ``bnlab.infer`` call in a loop
+    (compiled once): the predictive needs the optimised q."""
+    if test is None and set(options) <= set(record.bound_options):
+        bound = jax.jit(lambda th: jax.lax.map(lambda t: record.bound_at_optimum(
             point_params(base, names, t), X, y, model=model, max_iters=int(max_iters),
-            tol=float(tol), cubature=tuple(cubature), **opts), th))
+            tol=float(tol), cubature=tuple(cubature), **options), th))
         row = thetas.shape[0] // np.unique(thetas[:, 0]).size      # one grid row
         for start in range(0, thetas.shape[0], row):
             if _is_cancelled(cancel):
@@ -629,13 +630,13 @@ def _run_gkl(model, X, y, Xs, ys, base, names, thetas, results, cancel, report, 
         if _is_cancelled(cancel):
             return True
         params = point_params(base, names, jnp.asarray(theta))
-        res = infer(model, X, y, method="gkl", params=params, max_iters=max_iters, tol=tol,
-                    cubature=cubature, **options)
+        res = infer(model, X, y, method=record.name, params=params, max_iters=max_iters,
+                    tol=tol, cubature=cubature, **options)
         r["log_marginal"][i] = res.log_marginal
         r["iterations"][i], r["converged"][i] = res.n_iters, res.converged
         r["diverged"][i], r["psd"][i] = res.diverged, not res.diverged
-        if Xs is not None:
-            r["log_predictive"][i] = res.log_predictive(Xs, ys)
+        if test is not None:
+            r["log_predictive"][i] = res.log_predictive(*test)
         report()
     return False
 

@@ -33,7 +33,8 @@ from __future__ import annotations
 import math
 import os
 
-from ..hyperparameters import real_number
+from ..checks import real_number
+from ..methods.registry import REGISTRY
 
 __all__ = ["MAX_WORK", "check_surface_size", "check_ais_memory", "surface_work",
            "surface_memory", "ais_memory"]
@@ -83,7 +84,7 @@ def ais_memory(latent_values, num_temps, num_chains, chunk=AIS_CHUNK) -> float:
 def surface_memory(n, latents, points, methods, in_flight, mcmc_options=None) -> float:
     """Bytes a surface holds at once (see the module's docstring)."""
     D = latents
-    site_methods = [m for m in methods if m not in ("gkl", "mcmc")]
+    site_methods = [m for m in methods if m in REGISTRY]
     per_point = 8 * (2 + 8 * len(methods)) + 8 * len(site_methods) * n * D * (1 + D)
     memory = points * per_point + in_flight * MATRICES_IN_FLIGHT * 8 * (n * D) ** 2
     if "mcmc" in methods:

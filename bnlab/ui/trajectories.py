@@ -1,5 +1,5 @@
 """Hyperparameter-learning trajectories for the Surfaces page: each learner
-(``bnlab.studies.learning``, ``bnlab.studies.alternated_ep``) optimises the two surface axes from the
+(``bnlab.studies.learning``, ``bnlab.studies.frozen_ep``) optimises the two surface axes from the
 sidebar's hyperparameters, and its path is drawn over every surface panel. No maths
 here: the learners are the engine's; this module only names them and collects their
 paths."""
@@ -32,7 +32,7 @@ def learn_trajectories(problem, axes, labels, *, damping=0.5, cubature=("gauss_h
     """Run each learner in ``labels`` over the two ``axes`` (the other hyperparameters
     stay at the sidebar's values); returns {label: Trajectory}. Raises ValueError naming
     an axis that cannot be learned (the PEP power α, say)."""
-    from bnlab.studies import alternated_ep, learning
+    from bnlab.studies import frozen_ep, learning
     out = {}
     for label in labels:
         procedure, method, colour = LEARNERS[label]
@@ -41,8 +41,8 @@ def learn_trajectories(problem, axes, labels, *, damping=0.5, cubature=("gauss_h
             res = learning.joint(problem.model, problem.X, problem.y, method=method,
                                  damping=damping, steps=JOINT_STEPS, **common)
         elif procedure == "alternated_ep":
-            res, _ = alternated_ep.alternated_ep(problem.model, problem.X, problem.y,
-                                                 damping=damping, **common)
+            res, _ = frozen_ep.alternated_ep(problem.model, problem.X, problem.y,
+                                             damping=damping, **common)
         else:
             res = learning.hybrid(problem.model, problem.X, problem.y, outer=HYBRID_OUTER,
                                   **common)

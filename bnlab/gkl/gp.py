@@ -28,15 +28,15 @@ import numpy as np
 from jax.scipy.linalg import solve_triangular
 
 from .. import cubature as cub
+from ..methods.direct import DirectMethod
 from .._runtime.compiled import CompiledCache
-from ..engine.state import Trace, stop_reason
-from ..engine.result import Result
+from ..results import Result, Trace, stop_reason
 from .bound import kl_bound
 from .fit import solve
 from .prior import make_prior
 from .structures import COVARIANCES, make_structure
 
-__all__ = ["infer_gkl", "GKLResult", "gkl_bound_at_optimum", "COVARIANCES"]
+__all__ = ["GKL", "infer_gkl", "GKLResult", "gkl_bound_at_optimum", "COVARIANCES"]
 
 _RANKED = ("chevron", "subspace", "factor_analysis")
 
@@ -230,3 +230,11 @@ def gkl_bound_at_optimum(params, X, y, *, model, covariance="full", band=None, r
                 max_iters=max_iters, tol=tol)
     aux = structure.rebase(frozen(sol.aux), prior)
     return kl_bound(frozen(sol.vparams), prior, structure, aux, lik, lik_params, y, rule)
+
+
+#: G-KL's record: what ``bnlab.infer`` and the surfaces run for ``method="gkl"``
+#: (registered by ``bnlab.gkl``)
+GKL = DirectMethod(name="gkl", description="Gaussian KL with a structured covariance (G-KL)",
+                   infer=infer_gkl, bound_at_optimum=gkl_bound_at_optimum,
+                   options=("covariance", "band", "rank", "order"),
+                   bound_options=("covariance", "band", "rank"))

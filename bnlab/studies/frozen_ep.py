@@ -34,7 +34,7 @@ from scipy.optimize import minimize
 from .._runtime.compiled import CompiledCache
 from ..engine.loop import get_engine
 from ..engine.state import make_settings
-from ..inference import InferenceResult, infer, validate_data
+from ..infer import InferenceResult, infer, validate_data
 from .learning import LearningResult, learnable, result_from_history
 
 __all__ = ["alternated_ep", "frozen_site_gaussian_term"]

@@ -1,13 +1,50 @@
-"""``Result``: what ``bnlab.infer`` returns for every method, site methods and G-KL
-alike, so that the lab, the surfaces and scripts never ask which family produced it."""
+"""What every method family answers with: ``Result`` (what ``bnlab.infer`` returns, site
+methods and G-KL alike), its per-iteration ``Trace`` and the words ``stop_reason`` gives
+for why a run stopped. Neutral ground below the engine and G-KL, so that neither family
+imports the other's machinery for them, and the lab, the surfaces and scripts never ask
+which family produced a result."""
 from __future__ import annotations
+
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
 
-from ..model import validate_inputs
+from .model import validate_inputs
 
-__all__ = ["Result"]
+__all__ = ["Result", "Trace", "stop_reason"]
+
+
+class Trace(NamedTuple):
+    """Per-iteration records (arrays of the run's trace length; unused tail NaN/False)."""
+    energy: Any
+    step_size: Any
+    max_change: Any
+    posterior_psd: Any
+    cavity_psd: Any
+    min_site_precision: Any
+    min_cavity_precision: Any
+    accepted: Any                  # False: rejected (diverged, or by the step control)
+
+    @property
+    def psd(self):
+        """One PSD flag per iteration: posterior and every cavity positive definite."""
+        return self.posterior_psd & self.cavity_psd
+
+
+def stop_reason(converged, diverged, posterior_psd=True, cavity_psd=True) -> str:
+    """Why a run stopped, in words, from its outcome and the PSD flags of its last
+    step (which describe the rejected proposal of a diverged run): "converged",
+    "diverged: …" (which check failed) or "max_iters" (the iteration cap)."""
+    if converged:
+        return "converged"
+    if diverged:
+        if not posterior_psd:
+            return "diverged: the posterior covariance is not positive definite"
+        if not cavity_psd:
+            return "diverged: a cavity is not positive definite"
+        return "diverged: non-finite sites, mean or energy"
+    return "max_iters"
 
 
 class Result:

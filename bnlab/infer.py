@@ -1,15 +1,21 @@
 """``bnlab.infer``: the public entry point — a model, data and a method name in, one
-result (posterior marginals, energy, per-iteration trace) out."""
+result (posterior marginals, energy, per-iteration trace) out — and the checks of what
+enters it (``validate_data``, ``validate_settings``).
+
+The package binds the function ``infer`` over this module's name, so ``bnlab.infer``
+and ``from bnlab import infer`` are the function; the module's other names are imported
+from it (``from bnlab.infer import Stepper, MAX_ITERS``). ``import bnlab.infer as m``
+binds the function too (Python reads ``m`` as the attribute ``bnlab.infer``)."""
 from __future__ import annotations
 
 import jax
 import numpy as np
 
 from .engine.loop import get_engine
-from .engine.state import State, Trace, make_settings, stop_reason
-from .engine.result import Result
-from .methods.registry import check_method_name
-from .hyperparameters import real_number
+from .engine.state import State, make_settings
+from .results import Result, Trace, stop_reason
+from .methods.registry import DIRECT, check_method_name
+from .checks import real_number
 from .model import validate_inputs
 from .posterior import full, joint
 
@@ -36,7 +42,7 @@ def check_max_iters(max_iters) -> int:
         raise TypeError(f"max_iters must be an integer, got {max_iters!r}")
     if not 1 <= value <= MAX_ITERS:
         raise ValueError(f"max_iters must be an integer from 1 to {MAX_ITERS} "
-                         f"(bnlab.inference.MAX_ITERS), got {max_iters!r}")
+                         f"(MAX_ITERS of the module bnlab.infer), got {max_iters!r}")
     return int(value)
 
 
@@ -94,7 +100,7 @@ class InferenceResult(Result):
     ``converged``, ``diverged`` (a step produced a non-PD posterior — or, with
     ``trace.posterior_psd`` True, non-finite values — and was rejected: the result is
     the best valid iterate seen, ``bnlab.engine``), ``stop_reason`` ("converged",
-    "diverged: …" saying which check failed, or "max_iters"; ``engine.stop_reason``) and
+    "diverged: …" saying which check failed, or "max_iters"; ``bnlab.results.stop_reason``) and
     ``iterate`` (the iteration whose state the result holds: ``n_iters`` unless the run
     diverged or its last steps were rejected)."""
 
@@ -157,9 +163,9 @@ class Stepper:
     def __init__(self, model, X, y, method="vi", *, alpha=1.0, damping=0.5, tol=1e-8,
                  backtracking=True, acceleration=True, params=None,
                  cubature=("gauss_hermite", 20), **options):
-        if method == "gkl":
-            raise ValueError("'gkl' optimises (m, C) directly and has no site steps: "
-                             "use bnlab.infer(..., method='gkl')")
+        if method in DIRECT:
+            raise ValueError(f"{method!r} optimises q directly and has no site steps: "
+                             f"use bnlab.infer(..., method={method!r})")
         validate_settings(method, alpha, damping, 1, tol)
         self.X, self.y, self.params = prepare_problem(model, X, y, params)
         self.method = method
@@ -228,13 +234,17 @@ def infer(model, X, y, method="vi", *, alpha=1.0, damping=0.5, max_iters=200, to
     ``model.init_params()``, checked: finite positive values, an ARD lengthscale one per
     input column); ``cubature`` is (rule, order) for the expectations;
     ``options`` are method options (``base`` for 'heuristic', ``qn_damping`` ξ,
-    ``covariance`` … for 'gkl')."""
+    ``covariance`` … for 'gkl').
+
+    A site method (``bnlab.methods.REGISTRY``) runs as a ``Stepper``; a direct family
+    (``bnlab.methods.DIRECT``, G-KL) through its record's ``infer``, which ignores
+    ``alpha``, ``damping``, ``backtracking`` and ``acceleration``."""
     validate_settings(method, alpha, damping, max_iters, tol)
-    if method == "gkl":
-        from .gkl.method import infer_gkl
+    direct = DIRECT.get(method)
+    if direct is not None:
         X, y, params = prepare_problem(model, X, y, params)
-        return infer_gkl(model, X, y, params=params, max_iters=check_max_iters(max_iters),
-                         tol=tol, cubature=cubature, **options)
+        return direct.infer(model, X, y, params=params, max_iters=check_max_iters(max_iters),
+                            tol=tol, cubature=cubature, **options)
     return Stepper(model, X, y, method, alpha=alpha, damping=damping, tol=tol,
                    backtracking=backtracking, acceleration=acceleration, params=params,
                    cubature=cubature, **options).run(max_iters)

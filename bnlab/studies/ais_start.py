@@ -91,7 +91,7 @@ def start_sites(model, X, y, params, start: str) -> tuple[np.ndarray, np.ndarray
     ``params``: that method's converged posterior on ``model`` (the exact model AIS
     samples), else the next method's, else the prior's zeros. Returns (W, b, the start
     used)."""
-    from ..inference import infer
+    from ..infer import infer
     n, D = X.shape[0], model.num_latents
     for name in STARTS[STARTS.index(start):-1]:
         try:

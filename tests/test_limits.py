@@ -9,7 +9,8 @@ import pytest
 
 import bnlab
 from bnlab.studies import work_limits
-from bnlab.studies.work_limits import AIS_MOVE_COST, AIS_MOVE_OVERHEAD, ITERATION_OVERHEAD
+from bnlab.studies.work_limits import (AIS_MOVE_COST, AIS_MOVE_OVERHEAD, ITERATION_OVERHEAD,
+                                       START_MAX_ITERS)
 
 N = 12
 
@@ -29,8 +30,10 @@ def _grid(a, b):
 
 def test_the_estimate_is_grid_points_times_iteration_caps_times_n_cubed(problem):
     model, X, y = problem
+    # AIS: its moves, four n³ set-ups and the capped EP and Laplace runs of its start
     expect = 2 * 3 * ((7 + 11) * (N**3 + ITERATION_OVERHEAD)
-                      + AIS_MOVE_COST * 50 * 4 * 1 * (N**2 + AIS_MOVE_OVERHEAD) + N**3)
+                      + AIS_MOVE_COST * 50 * 4 * 1 * (N**2 + AIS_MOVE_OVERHEAD) + 4 * N**3
+                      + 2 * START_MAX_ITERS * (N**3 + ITERATION_OVERHEAD))
     with pytest.raises(ValueError, match=re.escape(f"up to {expect:.3g} units")) as err:
         bnlab.surface(model, X, y, methods=["laplace", "ep", "mcmc"], grid=_grid(2, 3),
                       max_iters={"laplace": 7, "ep": 11},
@@ -93,8 +96,9 @@ def test_the_command_lines_bounds_are_the_labs():
 
 def test_an_ais_schedule_beyond_memory_is_refused_before_any_work(problem, monkeypatch):
     model, X, y = problem
-    # one point at once: its factor and covariance, 16 chains' states, 2 × 10⁹ temperatures
-    need = 8 * (2 * N**2 + 4 * 16 * N + 2 * 10**9)
+    # one point at once: its prior's covariance and factor, its start's three n × n
+    # matrices, 16 chains' states, 2 × 10⁹ temperatures
+    need = 8 * (5 * N**2 + 4 * 16 * N + 2 * 10**9)
     assert work_limits.ais_memory(N, 10**9, 16, 1) == need
     monkeypatch.setattr(work_limits, "available_memory", lambda: need - 1)
     start = time.perf_counter()

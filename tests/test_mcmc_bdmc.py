@@ -207,15 +207,17 @@ def test_forward_only_runs_have_no_upper_bound_and_are_cached_apart(tmp_path):
 
 
 @pytest.mark.slow
-def test_sandwich_contains_the_truth_in_95_percent_of_seeds():
-    """Forty seeds on two tiny probit problems (n = 2 and 3, closed-form truths):
+@pytest.mark.parametrize("start", ["ep", "prior"])
+def test_sandwich_contains_the_truth_in_95_percent_of_seeds(start):
+    """Forty seeds on two tiny probit problems (n = 2 and 3, closed-form truths), from
+    either start:
     [lower − 3 se, upper + 3 se] contains log p(y) in at least 95 % of them, and the
     bounds are one-sided on average (mean lower ≤ truth ≤ mean upper, to the standard
     error of those means)."""
     for n, variance in ((2, 16.0), (3, 9.0)):
         model, X, y, truth = _probit_problem(n, variance=variance, seed=n)
-        runs = [ais(model, X, y, num_temps=100, num_chains=16, seed=s, use_cache=False)
-                for s in range(40)]
+        runs = [ais(model, X, y, num_temps=100, num_chains=16, seed=s, start=start,
+                    use_cache=False) for s in range(40)]
         lo = np.array([r.log_z_lower for r in runs])
         hi = np.array([r.log_z_upper for r in runs])
         lo_se = np.array([r.log_z_lower_se for r in runs])

@@ -92,10 +92,11 @@ def start_sites(model, X, y, params, start: str) -> tuple[np.ndarray, np.ndarray
     samples), else the next method's, else the prior's zeros. Returns (W, b, the start
     used)."""
     from ..infer import infer
+    from .work_limits import START_MAX_ITERS
     n, D = X.shape[0], model.num_latents
     for name in STARTS[STARTS.index(start):-1]:
         try:
-            res = infer(model, X, y, method=name, params=params)
+            res = infer(model, X, y, method=name, params=params, max_iters=START_MAX_ITERS)
         except (ValueError, FloatingPointError):
             continue
         W, b = np.asarray(res.sites.prec, float), np.asarray(res.sites.nat1, float).reshape(-1)

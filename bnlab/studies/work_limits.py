@@ -8,8 +8,10 @@ most its iteration cap times (n³ + ``ITERATION_OVERHEAD``) — every iteration 
 the n × n posterior once, and at small n a fixed cost per iteration (compiled-program
 dispatch, cubature over the sites) dominates; AIS costs ``AIS_MOVE_COST`` ×
 temperatures × chains × steps × (n² + ``AIS_MOVE_OVERHEAD``): every move of every chain
-draws from the prior (an n² product with its Cholesky factor) and shrinks its ellipse a
-few times. Both are upper bounds: a converged point stops long before its cap.
+draws from its start's Gaussian (an n² product with its factor) and shrinks its ellipse
+a few times, plus the runs that find its start (``START_MAX_ITERS`` iterations of EP,
+then of Laplace where EP does not converge; ``ais_start``) and a few n³ set-ups. All are
+upper bounds: a converged point stops long before its cap.
 
 ``SECONDS_PER_UNIT``, ``ITERATION_OVERHEAD``, ``AIS_MOVE_COST`` and
 ``AIS_MOVE_OVERHEAD`` are calibrated on a 2-core CPU in float64 (the timings behind
@@ -48,6 +50,8 @@ AIS_MOVE_OVERHEAD = 1e4
 MATRICES_IN_FLIGHT = 8
 #: the AIS points vmapped together (``mcmc.ais_grid``'s default chunk)
 AIS_CHUNK = 7
+#: the iteration cap of each run that finds AIS's start (``ais_start.start_sites``)
+START_MAX_ITERS = 200
 MAX_TEMPS = 16_000
 MAX_CHAINS = 256
 MAX_AXIS_POINTS = 41
@@ -69,7 +73,9 @@ def surface_work(n, points, methods, max_iters, mcmc_options=None) -> dict[str, 
         if m == "mcmc":
             a = _ais_settings(mcmc_options)
             moves = a["num_temps"] * a["num_chains"] * a["steps_per_temp"]
-            work[m] = points * (AIS_MOVE_COST * moves * (n**2 + AIS_MOVE_OVERHEAD) + n**3)
+            start = 2 * START_MAX_ITERS * (n**3 + ITERATION_OVERHEAD)
+            work[m] = points * (AIS_MOVE_COST * moves * (n**2 + AIS_MOVE_OVERHEAD) + 4 * n**3
+                                + start)
         else:
             work[m] = points * max_iters[m] * (n**3 + ITERATION_OVERHEAD)
     return work
@@ -77,8 +83,10 @@ def surface_work(n, points, methods, max_iters, mcmc_options=None) -> dict[str, 
 
 def ais_memory(latent_values, num_temps, num_chains, chunk=AIS_CHUNK) -> float:
     """Bytes AIS holds for ``chunk`` grid points vmapped together: per point its prior
-    factor and covariance, the chains' states and the temperature schedule."""
-    return chunk * 8 * (2 * latent_values**2 + 4 * num_chains * latent_values + 2 * num_temps)
+    covariance and factor, its start's B = I + LᵀWL, B's factor and the start's
+    covariance factor (``ais_start.site_start``), the chains' states and the temperature
+    schedule."""
+    return chunk * 8 * (5 * latent_values**2 + 4 * num_chains * latent_values + 2 * num_temps)
 
 
 def surface_memory(n, latents, points, methods, in_flight, mcmc_options=None) -> float:

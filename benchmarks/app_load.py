@@ -22,7 +22,7 @@ page waits for the others' rendering too. ``--page-requests N`` then asks for N 
 once without browsers and times the arrival of each page's HTML: the server's own share
 of a class arriving at once, as when the students' browsers run on their own machines.
 
-``tests/test_ui_load.py`` runs the same ``load_rounds`` and asserts: every session
+``tests/ui/test_ui_load.py`` runs the same ``load_rounds`` and asserts: every session
 updated, the step-only sessions stopped at exactly their own number of steps (no state
 shared between sessions), no JavaScript error on any page (such as a patch the browser
 could not apply), no exception in the server log, no Python objects left behind by the

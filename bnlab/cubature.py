@@ -17,7 +17,7 @@ derivatives (the Gaussian identities; ``log_expectation_exp_derivatives``).
   apart, so a factor that bends on a unit scale under a wide Gaussian is missed:
   E[log Φ(f)] under N(0, 150²) is off by 0.09 with 20 nodes and by 9 under N(100, 150²);
   the panel rule with 20 nodes per panel is within 1e-9 relative of adaptive quadrature
-  there (tests/test_likelihoods.py).
+  there (tests/likelihoods/test_likelihoods.py).
 """
 from __future__ import annotations
 
@@ -193,7 +193,7 @@ def log_expectation_exp_derivatives(logg, rule: Rule, mean, cov, increasing=None
     ½∂²/∂m², an identity of the integral, not of the sum), and this form is the nearer:
     Power EP's fixed-site hyperparameter gradient at σ² = 20 is off the finite
     difference of converged energies by 5.5e-4 here, 3.8e-3 through the rule
-    (tests/test_learning.py). Cancellation: h subtracts V from the tilted covariance,
+    (tests/studies/test_learning.py). Cancellation: h subtracts V from the tilted covariance,
     so a nearly flat tilt (α → 0) loses relative accuracy ε/α in h and g (2e-10 at
     α = 1e-6). Every rule here is symmetric and exact for quadratics (Σ w_i d_i = 0,
     Σ w_i d_i d_iᵀ = V), so s = w gives h = 0.

@@ -252,7 +252,7 @@ class Subspace(_Ranked):
     directions left to c then form a set R of L = D − K eigenvalues, c² = L / Σ_R λ
     is optimal and KL(q‖p) = (L/2) log(mean_R λ) − ½ Σ_R log λ (the log ratio of
     arithmetic to geometric mean), minimised by a *contiguous* window of the sorted
-    spectrum (checked by brute force over all subsets; tests/test_gkl.py), so
+    spectrum (checked by brute force over all subsets; tests/gkl/test_gkl.py), so
     K + 1 windows are scanned in O(D) after the eigendecomposition. With N < D the
     largest-variance directions are the data's prior-variance null space, which c
     represents well anyway; the optimal window leaves them to c and keeps the
@@ -260,7 +260,7 @@ class Subspace(_Ranked):
     −0.955 per site against −1.057 for the paper's choice (2 data sets), −0.997 over
     the paper's 10 (banded: −1.063); equal at N = 1250. Both stay far above the
     paper's printed −2.93 / −0.60, which an entropy miscount explains (see
-    tests/test_gkl_paper.py)."""
+    tests/gkl/test_gkl_paper.py)."""
 
     name = "subspace"
     outer_steps = 5

@@ -10,7 +10,7 @@ slowest one and evaluates both branches of every ``lax.cond``; the scan costs wh
 separate runs cost, in one dispatch (benchmarks/README.md, "α explorer").
 
 Each α's result is what ``bnlab.infer(method="pep", alpha=α)`` returns at the same
-settings (``tests/test_ui_alpha_explorer.py`` checks it), with the lab's stop words:
+settings (``tests/ui/test_ui_alpha_explorer.py`` checks it), with the lab's stop words:
 converged, diverged (why, from the last step's PSD flags, as ``Runner.stop_reason``
 says it), stalled (the energy unchanged for ``STALL_ITERS`` iterations, read off the
 trace) or stopped at the cap."""

@@ -9,7 +9,7 @@ at its k-th step); the ``TourPanel`` above the pages shows the text with Back / 
 Exit, and the user may play with every control between steps.
 
 Every claim a step's text makes was checked on these settings with the engine (see
-``tests/test_ui_tours.py``, which re-checks the ones a change of the engine could
+``tests/ui/test_ui_tours.py``, which re-checks the ones a change of the engine could
 break)."""
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 safeguard): the same fixed point as the plain damped iteration, in fewer steps. EP is
 pinned to textbook EP (R&W Alg. 3.5, an independent implementation), Laplace to
 scikit-learn's GaussianProcessClassifier; Power EP at α = 0.5 to its own plain
-iteration. CVI's acceleration is tested against G-KL in tests/test_vi_step_control.py."""
+iteration. CVI's acceleration is tested against G-KL in tests/engine/test_vi_step_control.py."""
 import numpy as np
 import pytest
 
@@ -65,7 +65,7 @@ def test_accelerated_ep_on_the_benchmark_problem_matches_textbook_ep(benchmark_d
 def test_accelerated_power_ep_keeps_the_plain_fixed_point(benchmark_data):
     """α = 0.5 has no closed-form tilted moments, so the reference is the papers' plain
     damped iteration (accelerated PEP is also pinned to scikit-learn's exact evidence
-    under a Gaussian likelihood, tests/test_engine_gaussian.py). Measured: 13 iterations
+    under a Gaussian likelihood, tests/engine/test_engine_gaussian.py). Measured: 13 iterations
     against 34."""
     X, y = benchmark_data
     model = _probit_gp((1.0, 1.0))

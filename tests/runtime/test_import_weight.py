@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 HEAVY = ("panel", "bokeh", "holoviews", "dask", "distributed", "zarr", "xarray", "pandas",
          "netCDF4", "h5netcdf", "scipy.optimize")

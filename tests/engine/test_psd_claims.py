@@ -24,7 +24,7 @@ import bnlab
 from bnlab.methods.registry import METHOD_NAMES, REGISTRY
 from reference import sine_with_outliers
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def readme_psd_column():

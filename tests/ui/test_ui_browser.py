@@ -7,7 +7,7 @@ import pytest
 
 expect = pytest.importorskip("playwright.sync_api").expect
 PlaywrightTimeout = pytest.importorskip("playwright.sync_api").TimeoutError
-SHOTS = Path(__file__).resolve().parents[1] / "test-output"
+SHOTS = Path(__file__).resolve().parents[2] / "test-output"
 
 pytestmark = pytest.mark.ui
 

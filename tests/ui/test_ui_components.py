@@ -275,7 +275,7 @@ def test_the_chosen_method_is_named_in_full_under_its_box():
 
 def test_divergence_by_a_non_pd_cavity_is_named_in_the_status():
     """Undamped EP on a Student-t problem with outliers (the problem of
-    tests/test_engine_psd.py, where the proposal's cavity is checked densely) loaded as
+    tests/engine/test_engine_psd.py, where the proposal's cavity is checked densely) loaded as
     a CSV: the status names the cavity, and reports the energy of the iterate it shows
     rather than the NaN of the rejected step."""
     rng = np.random.default_rng(0)

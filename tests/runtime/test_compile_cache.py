@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 #: the README's example, a 3 × 3 three-method surface and the lab's opening page, each
 #: under its own log; prints what XLA compiled for each

@@ -16,7 +16,7 @@ import pytest
 
 from bnlab._runtime import disk_cache, exported
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 #: a 3 × 3 Laplace surface and an EP inference with its predictions under a log, then
 #: (second process only) the same through plain ``jax.jit``; prints the traced and

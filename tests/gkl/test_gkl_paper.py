@@ -2,7 +2,7 @@
 D = 250 and K = 13. N = 125 is averaged over 10 generated data sets as in the paper
 (its standard errors are 0.02, i.e. a per-data-set spread of ≈ 0.06, so one data set
 cannot be held to 0.05); N = 1250 uses one (standard errors 0.00).
-Slow: run with ``pytest -m slow tests/test_gkl_paper.py``."""
+Slow: run with ``pytest -m slow tests/gkl/test_gkl_paper.py``."""
 import jax.numpy as jnp
 import numpy as np
 import pytest

@@ -9,7 +9,7 @@ import pytest
 import bnlab
 from bnlab.gkl.gp import gkl_bound_at_optimum
 
-pytestmark = pytest.mark.slow     # the fast check is tests/test_surface.py (gkl surface = infer)
+pytestmark = pytest.mark.slow     # the fast check is tests/studies/test_surface.py (gkl surface = infer)
 
 
 def test_vmapped_optimum_and_its_gradient():

@@ -102,7 +102,7 @@ def test_the_whole_lab_offers_a_registered_method_and_its_live_page_runs_it(toy_
                            tol=1e-10, max_iters=1000)
         assert abs(run.energy[-1] - float(peer.log_marginal)) < 1e-6
     finally:
-        lab.close(None)
+        lab.close()
 
 
 class NormalBySD(bnlab.likelihoods.Likelihood):

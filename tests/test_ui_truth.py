@@ -584,7 +584,7 @@ def test_compare_overlays_the_live_pages_mcmc_reference_of_its_own_problem_only(
     view.run_pair()
     assert not len(drawn["mcmc"].data["x"])
     assert not _layers(view.pair_pane.object, "MCMC ± 2σ")
-    lab.close(None)
+    lab.close()
 
 
 def test_surface_cells_where_a_method_diverged_have_no_value_on_the_page():

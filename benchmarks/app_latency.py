@@ -57,7 +57,7 @@ def step_latency(n_train: int, method="ep"):
     s.speed = 60.0
     t, ticks = time.perf_counter(), 0
     while time.perf_counter() - t < 3.0:
-        live._tick()
+        live.model.tick()
         ticks += 1
     rate = ticks / (time.perf_counter() - t)
     return len(r.problem.y), ui, base, rate

@@ -34,7 +34,7 @@ def test_close_releases_the_session_run():
     lab.close()
     assert lab.live.runner is None and lab.live.problem is None and lab.live.closed
     lab.live.step(1)                     # a late click or tick after closing does nothing
-    lab.live._tick()
+    lab.live.model.tick()
     assert lab.live.runner is None
 
 

@@ -249,7 +249,7 @@ def test_clicks_at_random_moments_leave_the_step_asked_for_last():
     panel.open("cavities")
     rng = random.Random(7)
     buttons = {"next": panel.next, "back": panel.back, "replay": panel.replay,
-               "run": lab.live.run_button, "pause": lab.live.pause_button}
+               "run": lab.live.controls.run_button, "pause": lab.live.controls.pause_button}
     clicks = [rng.choice(["next", "next", "back", "replay", "run", "pause"]) for _ in range(56)]
     wanted, errors = 0, []
     for name in clicks:

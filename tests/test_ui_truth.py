@@ -16,7 +16,7 @@ def _ticks(live, limit=5000):
     """Drive the live view as its periodic callback would, until the run stops."""
     live.running = True
     for _ in range(limit):
-        live._tick()
+        live.model.tick()
         if not live.running:
             return
     raise AssertionError("the run never stopped")
@@ -45,7 +45,7 @@ def test_an_engine_failure_while_building_is_shown_and_the_next_change_recovers(
     "SystemError: … bad argument to internal function" from JAX's tracing) left the page
     without a status line and without a run, silently; it is now named in the status
     and the run is off, and the next setting change builds again."""
-    from bnlab.ui import live as live_module
+    from bnlab.ui import live_model as live_module
     s = LabSettings()
     live = LiveView(s, Status())
     assert live.rebuild()
@@ -54,12 +54,12 @@ def test_an_engine_failure_while_building_is_shown_and_the_next_change_recovers(
         raise SystemError("Objects/tupleobject.c:927: bad argument to internal function")
     monkeypatch.setattr(live_module, "make_runner", failing)
     s.lengthscale = 2.0
-    assert live.runner is None and live.run_button.disabled
+    assert live.runner is None and live.controls.run_button.disabled
     text = live.status_pane.object
     assert "could not be built" in text and "SystemError" in text and "bn-error" in text
     monkeypatch.undo()
     s.lengthscale = 1.5
-    assert live.runner is not None and not live.run_button.disabled
+    assert live.runner is not None and not live.controls.run_button.disabled
     assert "Method <b>vi</b>" in live.status_pane.object
 
 
@@ -73,7 +73,7 @@ def test_iteration_cap_stops_the_run_and_nothing_is_pushed_after():
     frames = []
     live.plots.update = lambda *a, **k: frames.append(1)
     live.running = True
-    live._tick()                          # a stray tick after the stop: no step, no frame
+    live.model.tick()                          # a stray tick after the stop: no step, no frame
     assert live.runner.iteration == 7 and frames == [] and not live.running
     assert "cap reached" in live.status_pane.object
     del live.plots.update
@@ -88,7 +88,7 @@ def test_pause_before_convergence_says_cancelled():
     live = LiveView(s, Status())
     assert live.rebuild()
     live.running = True
-    live._tick()
+    live.model.tick()
     live.pause()
     assert "cancelled" in live.status_pane.object and not live.running
 

@@ -113,7 +113,7 @@ class Lab(pn.viewable.Viewer):
         self.live = LiveView(self.settings, self.status)
         self.exports = Exports(self.live)
         self.compare = CompareView(self.settings, reference=self.live.mcmc)
-        self.live.param.watch(lambda e: self.compare.show_reference(), "references")
+        self.live.model.param.watch(lambda e: self.compare.show_reference(), "references")
         self.surfaces = SurfacesView(self.settings)
         self.tabs = pn.Tabs(("Live", pn.Column(self.live, self.exports,
                                                sizing_mode="stretch_width")), ("Compare", self.compare),
@@ -149,7 +149,7 @@ class Lab(pn.viewable.Viewer):
             self.settings.apply_link(good)
         self.address = Address(loc, self.settings, self.tour.query, doc=pn.state.curdoc,
                                shown_query=self.shown_query)
-        self.live.param.watch(lambda e: self.address.write(), ["running", "references"])
+        self.live.model.param.watch(lambda e: self.address.write(), ["running", "references"])
         return names_settings
 
     def shown_query(self) -> list:

@@ -8,18 +8,16 @@ once the page has loaded) has built the first run. Compiled programs are shared 
 sessions of a server process, so only the first visitor waits for XLA, and not even
 that one under ``panel serve apps/lab.py --warm``, which runs the app once, ``start``
 included, before the server accepts visitors. ``close`` releases a session's runs when
-its page is gone. Serving it (``serve_lab``) and the server's operations around the
-sessions are in ``server``."""
+its page is gone. Serving it (``serve_lab``: its page, ``page``) and the server's operations
+around the sessions are in ``server``."""
 from __future__ import annotations
 
 import logging
 import weakref
-from pathlib import Path
 
 import panel as pn
 from panel.io.state import set_curdoc
 
-from . import presentation
 from .about import ABOUT
 from .address import Address, shown_from_link
 from .compare import CompareView
@@ -31,7 +29,6 @@ from .settings import LabSettings, link_notice, parse_link
 from .surfaces import SurfacesView
 from .tours import TABS, TourPanel, tour_list_markdown
 
-ASSETS = Path(__file__).resolve().parents[2] / "assets"
 log = logging.getLogger(__name__)
 
 
@@ -74,26 +71,6 @@ def unknown_theme(search: str) -> dict:
         return {}
     return {"theme": (asked, f"is not a theme of the lab ({', '.join(pn.theme.THEMES)}); "
                              f"the default theme is shown")}
-
-
-class LabTemplate(pn.template.FastListTemplate):
-    """The lab's page, its Bokeh document built with the document's model index frozen:
-    every editable slider links its number box to its slider in JavaScript, and each
-    link would make Bokeh walk all the page's models again (benchmarks/README.md, "App
-    load"); frozen, it walks them once. An unknown ``?theme=`` gives the default theme
-    (Panel's own lookup raised a KeyError and the page did not load)."""
-
-    @staticmethod
-    def _get_theme_from_query_args():
-        theme = pn.template.FastListTemplate._get_theme_from_query_args()
-        return theme if theme in pn.theme.THEMES else None
-
-    def server_doc(self, doc=None, title=None, location=True):
-        target = doc if doc is not None else pn.state.curdoc
-        if target is None:
-            return super().server_doc(doc, title=title, location=location)
-        with target.models.freeze():
-            return super().server_doc(target, title=title, location=location)
 
 
 class Lab(pn.viewable.Viewer):
@@ -222,42 +199,6 @@ class Lab(pn.viewable.Viewer):
         self.compare.close()
         self.surfaces.close()
         _forget_js_links([*self.controls.rows.values(), self.tour.layout, self.tabs])
-
-    def template(self):
-        css = (ASSETS / "lab.css").read_text() if (ASSETS / "lab.css").exists() else ""
-        # the Fast design fetches Open Sans from Google; classrooms may be offline, so
-        # use the system sans-serif instead of a failing request
-        fast = pn.theme.fast.Fast
-        fast._resources = {k: v for k, v in fast._resources.items() if k != "font"}
-        logo = ASSETS / "logo.svg"
-        extra = {"logo": str(logo)} if logo.exists() else {}
-        # no header spinner: it follows Panel's process-wide ``busy`` state, so every
-        # callback of any session (each tick of a run) set the spinner of every open
-        # page, which spun for the others' runs and cost an update per open page; each
-        # page shows its own work (loading overlays, progress bars, the status line)
-        header = [presentation.switch(self.present)]
-        if self.present:
-            css += presentation.CSS
-            header.append(presentation.Keys(self))
-        return LabTemplate(
-            title="bnlab — approximate inference lab", sidebar=[self.controls],
-            main=self._main_cards(), header=header, collapsed_sidebar=self.present,
-            sidebar_width=340, raw_css=[css], accent="#1f5fa8",
-            font_url="data:text/css,", busy_indicator=None, **extra)
-
-    def _main_cards(self) -> list:
-        """The template's main items, each a card of its own: the tour panel only when
-        the address asks for a tour (hidden, it left an empty card above the pages).
-        Not one Column holding both: there, HoloViews' surface panels were painted with
-        their colour bar where the y axis belongs and the x axis above the frame, though
-        BokehJS laid them out right (Bokeh 3.9, Panel 1.9)."""
-        asks_for_tour = bool(pn.state.session_args.get("tour"))
-        if not asks_for_tour:
-            return [self.tabs]
-        if self.present:            # the text beside the page it describes
-            self.tour.layout.param.update(sizing_mode=None, width=presentation.TEXT_WIDTH)
-            return [pn.Row(self.tour, self.tabs, sizing_mode="stretch_width")]
-        return [self.tour, self.tabs]
 
     def __panel__(self):
         # a tour opens from the address only, so a notebook has none to show

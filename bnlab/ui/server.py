@@ -1,5 +1,6 @@
-"""Serving the lab: what ``panel serve apps/lab.py`` runs per session (``serve_lab``), and
-the server's operations around the sessions' ``Lab``s: resources from this server alone,
+"""Serving the lab: what ``panel serve apps/lab.py`` runs per session (``serve_lab``), the
+page it serves (``page``: a ``LabTemplate`` around the session's ``Lab``), and the
+server's operations around the sessions: resources from this server alone,
 a session kept until its page has loaded, closed pages and WebSockets handled quietly,
 a closed session's memory released, and the server's lasting objects frozen out of
 garbage collection once no session is open."""
@@ -12,6 +13,7 @@ import math
 import os
 import sys
 import tracemalloc
+from pathlib import Path
 
 import panel as pn
 from tornado.ioloop import IOLoop
@@ -19,7 +21,68 @@ from tornado.ioloop import IOLoop
 from . import presentation
 from .app import Lab
 
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
 log = logging.getLogger(__name__)
+
+
+class LabTemplate(pn.template.FastListTemplate):
+    """The lab's page, its Bokeh document built with the document's model index frozen:
+    every editable slider links its number box to its slider in JavaScript, and each
+    link would make Bokeh walk all the page's models again (benchmarks/README.md, "App
+    load"); frozen, it walks them once. An unknown ``?theme=`` gives the default theme
+    (Panel's own lookup raised a KeyError and the page did not load)."""
+
+    @staticmethod
+    def _get_theme_from_query_args():
+        theme = pn.template.FastListTemplate._get_theme_from_query_args()
+        return theme if theme in pn.theme.THEMES else None
+
+    def server_doc(self, doc=None, title=None, location=True):
+        target = doc if doc is not None else pn.state.curdoc
+        if target is None:
+            return super().server_doc(doc, title=title, location=location)
+        with target.models.freeze():
+            return super().server_doc(target, title=title, location=location)
+
+
+def page(lab: Lab) -> LabTemplate:
+    """The lab's page as served: the settings in the sidebar, the pages (and a tour's
+    text) in the main area, the presentation switch in the header."""
+    css = (ASSETS / "lab.css").read_text() if (ASSETS / "lab.css").exists() else ""
+    # the Fast design fetches Open Sans from Google; classrooms may be offline, so
+    # use the system sans-serif instead of a failing request
+    fast = pn.theme.fast.Fast
+    fast._resources = {k: v for k, v in fast._resources.items() if k != "font"}
+    logo = ASSETS / "logo.svg"
+    extra = {"logo": str(logo)} if logo.exists() else {}
+    # no header spinner: it follows Panel's process-wide ``busy`` state, so every
+    # callback of any session (each tick of a run) set the spinner of every open
+    # page, which spun for the others' runs and cost an update per open page; each
+    # page shows its own work (loading overlays, progress bars, the status line)
+    header = [presentation.switch(lab.present)]
+    if lab.present:
+        css += presentation.CSS
+        header.append(presentation.Keys(lab))
+    return LabTemplate(
+        title="bnlab — approximate inference lab", sidebar=[lab.controls],
+        main=_main_cards(lab), header=header, collapsed_sidebar=lab.present,
+        sidebar_width=340, raw_css=[css], accent="#1f5fa8",
+        font_url="data:text/css,", busy_indicator=None, **extra)
+
+
+def _main_cards(lab: Lab) -> list:
+    """The template's main items, each a card of its own: the tour panel only when
+    the address asks for a tour (hidden, it left an empty card above the pages).
+    Not one Column holding both: there, HoloViews' surface panels were painted with
+    their colour bar where the y axis belongs and the x axis above the frame, though
+    BokehJS laid them out right (Bokeh 3.9, Panel 1.9)."""
+    asks_for_tour = bool(pn.state.session_args.get("tour"))
+    if not asks_for_tour:
+        return [lab.tabs]
+    if lab.present:            # the text beside the page it describes
+        lab.tour.layout.param.update(sizing_mode=None, width=presentation.TEXT_WIDTH)
+        return [pn.Row(lab.tour, lab.tabs, sizing_mode="stretch_width")]
+    return [lab.tour, lab.tabs]
 
 
 def _return_freed_memory():
@@ -252,4 +315,4 @@ def serve_lab():
         lambda _: IOLoop.current().add_callback(_freeze_lasting_objects))
     context = getattr(pn.state.curdoc, "session_context", None)
     log.info("bnlab session opened: %s", getattr(context, "id", "-"))
-    return lab.template()
+    return page(lab)

@@ -14,7 +14,7 @@ from bnlab.ui.live_plots import BAD, FRAMES, REJECTED, psd_colours
 from bnlab.ui.problem import SettingError, build_problem
 from bnlab.ui.runner import ellipse_points, make_runner
 from bnlab.ui.settings import URL_PARAMS, LabSettings
-from bnlab.ui.surfaces import contour_layout, slice_plot
+from bnlab.ui.surface_plots import contour_layout, slice_plot
 
 
 def _gp_regression(X, y, Xs, ell, var, noise):
@@ -429,7 +429,7 @@ def test_contour_panels_mark_argmax_and_share_colour_limits():
 def test_the_slice_opens_through_the_best_cell_of_mcmc_else_of_the_first_method():
     """The row of the argmax: MCMC's when computed (the truth the others are read
     against), else the first method's with a finite value; the middle row if none."""
-    from bnlab.ui.surfaces import best_row
+    from bnlab.ui.surface_plots import best_row
     ls, var = np.geomspace(0.1, 10, 5), np.geomspace(0.1, 100, 6)
     peak = lambda r: -((np.arange(6)[:, None] - r) ** 2 + (np.arange(5)[None, :] - 2.0) ** 2)
     blank = np.full((6, 5), np.nan)
@@ -479,7 +479,7 @@ def test_the_mcmc_surface_says_what_its_error_resolves():
     """The surfaces page states MCMC's standard error per point and the cells where its
     estimate lies below VI's lower bound (the exact log p(y) never does), with a warning
     when one lies more than three standard errors below."""
-    from bnlab.ui.surfaces import mcmc_note
+    from bnlab.ui.mcmc_notes import mcmc_note
     var, ls = np.array([0.5, 1.0]), np.array([0.5, 1.0, 2.0])
     vi = np.array([[-10.0, -9.0, -8.0], [-11.0, -10.0, -9.0]])
     se = np.full((2, 3), 0.5)

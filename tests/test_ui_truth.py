@@ -328,7 +328,8 @@ def _surface(data, schemes):
 
 def test_surfaces_offer_the_model_s_axes_mark_theta_and_label_the_colour_bar():
     import holoviews as hv
-    from bnlab.ui.surfaces import SurfacesView, contour_layout
+    from bnlab.ui.surface_plots import contour_layout
+    from bnlab.ui.surfaces import SurfacesView
     from bnlab.ui.trajectories import Trajectory
     s = LabSettings()                                   # probit, Matérn: no noise, df, period
     view = SurfacesView(s)
@@ -596,7 +597,7 @@ def test_surface_cells_where_a_method_diverged_have_no_value_on_the_page():
     import holoviews as hv
 
     import bnlab
-    from bnlab.ui.surfaces import NO_VALUE, contour_layout, convergence_note, slice_plot
+    from bnlab.ui.surface_plots import NO_VALUE, contour_layout, convergence_note, slice_plot
     p = build_problem(LabSettings(dataset="robust_1d", likelihood="student_t", df=4.0,
                                   lik_scale=0.1, kernel="matern52"))
     ds = bnlab.surface(p.model, p.X, p.y, methods=["vi", "ep"], params=p.params,

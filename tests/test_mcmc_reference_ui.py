@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.stats import multivariate_normal
 
-from bnlab.ui.compare import _energy_limits, _log_z_line
+from bnlab.ui.compare_plots import _energy_limits, _log_z_line
 from bnlab.ui.mcmc_ref import MCMCReference
 from bnlab.ui.problem import build_problem
 from bnlab.ui.settings import LabSettings

@@ -7,7 +7,7 @@ import xarray as xr
 from scipy.stats import norm
 
 import bnlab
-from bnlab.ui.compare import converge
+from bnlab.ui.compare_model import converge
 from bnlab.ui.controls import Controls, Status
 from bnlab.ui.live import LiveView
 from bnlab.ui.live_plots import BAD, FRAMES, REJECTED, psd_colours

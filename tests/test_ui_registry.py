@@ -10,7 +10,8 @@ import pytest
 import bnlab
 from bnlab.methods import Method, register, unregister
 from bnlab.methods.power_ep import pep_local
-from bnlab.ui.compare import CompareView, converge
+from bnlab.ui.compare import CompareView
+from bnlab.ui.compare_model import converge
 from bnlab.ui.controls import Controls, Status
 from bnlab.ui.problem import build_problem
 from bnlab.ui.settings import LabSettings

@@ -7,7 +7,8 @@ import pytest
 
 from bnlab.inference import validate_settings
 from bnlab.ui import tours
-from bnlab.ui.compare import CompareView, converge
+from bnlab.ui.compare import CompareView
+from bnlab.ui.compare_model import converge
 from bnlab.ui.problem import build_problem
 from bnlab.ui.mcmc_ref import MCMCReference
 from bnlab.ui.settings import URL_PARAMS, LabSettings

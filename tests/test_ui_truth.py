@@ -4,7 +4,7 @@ carries its error bars and outlives method changes, bad links keep their good va
 import numpy as np
 import pytest
 
-from bnlab.ui import compare
+from bnlab.ui import compare, compare_model
 from bnlab.ui.controls import Status
 from bnlab.ui.live import LiveView
 from bnlab.ui.problem import build_problem
@@ -33,7 +33,7 @@ def test_vi_qn_run_stops_at_vi_optimum_and_says_why():
     st = live.runner.snapshot()["status"]
     assert st["stop"] in ("converged", "stalled")
     assert st["iteration"] < 10 * STALL_ITERS
-    vi = compare.converge(live.problem, "vi", LabSettings(method="vi"))
+    vi = compare_model.converge(live.problem, "vi", LabSettings(method="vi"))
     assert vi.converged
     np.testing.assert_allclose(st["energy"], vi.energy[-1], atol=1e-6)
     text = live.status_pane.object
@@ -289,7 +289,7 @@ def test_choosing_a_preset_opens_its_settings_and_links_keep_theirs():
 def test_every_preset_converges_with_the_method_it_opens_with(dataset):
     s = LabSettings()
     s.dataset = dataset
-    r = compare.converge(build_problem(s), s.method, s, max_iters=1000)
+    r = compare_model.converge(build_problem(s), s.method, s, max_iters=1000)
     assert r.stop_reason() == "converged", (s.method, r.stop_reason(), r.iteration)
 
 
@@ -299,7 +299,7 @@ def test_sparse_preset_is_where_alpha_matters():
     s = LabSettings()
     s.dataset = "sparse_regression_1d"
     p = build_problem(s)
-    runs = {a: compare.converge(p, "ep" if a == 1 else "pep", s, alpha=a) for a in (0.01, 0.5, 1)}
+    runs = {a: compare_model.converge(p, "ep" if a == 1 else "pep", s, alpha=a) for a in (0.01, 0.5, 1)}
     e = {a: r.snapshot()["status"]["energy"] for a, r in runs.items()}
     assert e[1] - e[0.01] > 10 and e[0.01] < e[0.5] < e[1]
     m0, m1 = (runs[a].snapshot()["bands"]["f1"]["mean"] for a in (0.01, 1))

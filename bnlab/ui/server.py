@@ -257,7 +257,7 @@ def _ignore_writes_to_closed_pages():
     or while loading) fails in a task nobody awaits, and asyncio logged each one as
     "Task exception was never retrieved" with two tracebacks: 26 of them for three
     rounds of five visitors closing their tabs. The page is gone and its session is
-    released on its own (``Lab.close``): such a failure is dropped here, once per
+    released on its own (``close_session``): such a failure is dropped here, once per
     event loop; every other exception goes to the loop's handler as before."""
     from tornado.iostream import StreamClosedError
     from tornado.websocket import WebSocketClosedError

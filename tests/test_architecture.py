@@ -392,3 +392,31 @@ def test_view_runs_things_passes_the_labs_own_modules():
               "from .live_model import LiveModel\nfrom bnlab.ui.settings import LabSettings\n"
               "import bnlab.ui.surface_plots\nfrom .. import ui\n")
     assert view_runs_things(source, "bnlab.ui.example") == []
+
+
+#: the pages' models: Panel-free, so that scripts and tests drive them without a page
+MODELS = ("live_model", "compare_model", "alpha_sweep", "surfaces_model")
+
+
+def draws(source: str) -> list[str]:
+    """The imports in ``source`` of a drawing library: Panel, Bokeh, HoloViews."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                 [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level
+                 else [])
+        found += [f"line {node.lineno}: {n}" for n in names
+                  if n.split(".")[0] in ("panel", "bokeh", "holoviews")]
+    return found
+
+
+def test_the_pages_models_do_not_draw():
+    found = [f"ui/{name}.py {where}" for name in MODELS
+             for where in draws((PACKAGE / "ui" / f"{name}.py").read_text())]
+    assert not found, "models that import a drawing library:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("source", ["import panel as pn", "from panel.io.state import set_curdoc",
+                                    "import holoviews as hv", "from bokeh.models import Div"])
+def test_draws_finds(source):
+    assert draws(source) and not draws("import param\nfrom . import markup")

@@ -39,7 +39,7 @@ _COMPUTING = threading.BoundedSemaphore(4)
 
 
 class Screen:
-    """What the model tells its view; this one draws nothing (a headless run)."""
+    """What the model tells its view (``live.LiveView``); this one draws nothing."""
 
     def push(self):
         """Draw the current run's state."""
@@ -57,6 +57,16 @@ class Screen:
         """A tick of Run took ``taken`` steps: draw them (then ``LiveModel.tick_shown``)."""
 
 
+class Headless(Screen):
+    """The screen of a model without a view: a tick is taken as shown at once."""
+
+    def __init__(self, model: LiveModel):
+        self.model = model
+
+    def show_tick(self, runner: Runner, taken: int, stopped: bool, generation: int):
+        self.model.tick_shown(runner, stopped, generation)
+
+
 class LiveModel(param.Parameterized):
     """One per browser session. ``rebuild()`` makes a new ``Runner`` from the settings;
     ``run()`` animates it at ``settings.speed``, ``solve()`` runs it to its stop at once."""
@@ -72,7 +82,7 @@ class LiveModel(param.Parameterized):
     def __init__(self, settings: LabSettings, status, screen: Screen | None = None, **params):
         super().__init__(**params)
         self.settings, self.status = settings, status    # status: ``controls.Status``
-        self.screen = screen or Screen()
+        self.screen = screen or Headless(self)
         self.runner: Runner | None = None
         self.problem = None
         self.selected: list[int] = []

@@ -331,7 +331,7 @@ def test_likelihood_name_decisions_passes_values_and_facts():
 #: models beside ``Runner`` (``live_model``, ``compare_model``, ``alpha_sweep``,
 #: ``surfaces_model``) run the engine and the studies
 VIEWS = ("app", "live", "live_controls", "compare", "alpha_explorer", "surfaces",
-         "surface_stars")
+         "surface_stars", "tour_panel")
 #: the most lines a view may have (issue 50: its largest under 250)
 VIEW_LINES = 250
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import bnlab
-from bnlab.ui import tours
+from bnlab.ui import tour_panel, tours
 from bnlab.ui.alpha_plots import point_picture
 from bnlab.ui.alpha_sweep import ALPHAS, MAX_ITERS, alpha_sweep
 from bnlab.ui.compare import CompareView
@@ -119,8 +119,8 @@ def test_slider_play_and_a_tour_step_show_the_stored_alphas_band(outliers):
     np.testing.assert_array_equal(src["alpha"].data["mean"], sweep["bands"][-1]["mean"])
 
     step = tours.ALPHA.steps[-1]
-    tours._set_page(view, step.page)
-    assert tours.page_values(view, step.page) == {"alpha_slider": 0.5, "pair_open": False}
+    tour_panel._set_page(view, step.page)
+    assert tour_panel.page_values(view, step.page) == {"alpha_slider": 0.5, "pair_open": False}
     np.testing.assert_array_equal(src["alpha"].data["upper"],
                                   sweep["bands"][ALPHAS.index(0.5)]["upper"])
 

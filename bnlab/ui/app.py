@@ -27,7 +27,8 @@ from .live import LiveView
 from .mcmc_ref import schedule_ladder
 from .settings import LabSettings, link_notice, parse_link
 from .surfaces import SurfacesView
-from .tours import TABS, TourPanel, tour_list_markdown
+from .tour_panel import TourPanel
+from .tours import TABS, tour_list_markdown
 
 log = logging.getLogger(__name__)
 

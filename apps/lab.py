@@ -1,10 +1,10 @@
-"""`panel serve apps/lab.py` — the bnlab lab (see bnlab/ui/app.py)."""
+"""`panel serve apps/lab.py` — the bnlab lab (see bnlab/ui/server.py)."""
 import logging
 
 import panel as pn
 
 import bnlab
-from bnlab.ui.app import serve_lab
+from bnlab.ui.server import serve_lab
 
 bnlab.configure()      # float64, one OpenBLAS thread, the persistent compilation cache
 

@@ -57,7 +57,7 @@ def step_latency(n_train: int, method="ep"):
     s.speed = 60.0
     t, ticks = time.perf_counter(), 0
     while time.perf_counter() - t < 3.0:
-        live._tick()
+        live.model.tick()
         ticks += 1
     rate = ticks / (time.perf_counter() - t)
     return len(r.problem.y), ui, base, rate
@@ -67,7 +67,7 @@ def alpha_scrub(passes: int = 5):
     """The α explorer on the α tour's problem: (sequential sweep s, cold and warm;
     batched sweep s, cold and warm; frame ms, median and max). Sequential: what the
     explorer did before, a ``Runner`` stepped to its stop per α and for VI
-    (``compare.converge``); batched: ``alpha_sweep``'s one program. A frame: the slider
+    (``compare_model.converge``); batched: ``alpha_sweep``'s one program. A frame: the slider
     set to another α → the explorer's Bokeh sources replaced → the document's change
     events encoded as the message the browser is sent."""
     import panel as pn
@@ -76,7 +76,8 @@ def alpha_scrub(passes: int = 5):
 
     from bnlab.ui import tours
     from bnlab.ui.alpha_sweep import ALPHAS, alpha_sweep
-    from bnlab.ui.compare import CompareView, converge
+    from bnlab.ui.compare import CompareView
+    from bnlab.ui.compare_model import converge
     from bnlab.ui.problem import build_problem
     s = LabSettings(**tours.ALPHA.settings(len(tours.ALPHA.steps) - 1))
     problem = build_problem(s)

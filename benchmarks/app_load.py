@@ -50,13 +50,13 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 #: Bokeh discards a session this long after its page's connection closed (a session
-#: whose page has not loaded yet is kept: ``bnlab.ui.app._keep_session_until_its_page_loads``);
+#: whose page has not loaded yet is kept: ``bnlab.ui.server._keep_session_until_its_page_loads``);
 #: the defaults, 15 s and a check every 17 s, only slow the measurement down
 SESSION_ARGS = ["--unused-session-lifetime", "5000", "--check-unused-sessions", "1000"]
 #: one malloc arena for the server's threads, as the README advises for serving: freed
 #: session memory is then in one heap that malloc_trim can hand back
 SERVER_ENV = {"MALLOC_ARENA_MAX": "1"}
-OPENED = "bnlab session opened"                 # logged by bnlab.ui.app per session built
+OPENED = "bnlab session opened"                 # logged by bnlab.ui.server per session built
 CLOSED = "bnlab session closed"                 # … and per session released
 EXCEPTION = re.compile(r"Traceback|Error|Exception")
 #: how long a page may take to show its first plot (and its HTML to arrive), by default
@@ -130,7 +130,7 @@ class Server:
     def wait_released(self, total: int, timeout_s: float = 120.0):
         """Wait until the server has released ``total`` sessions and every session it
         built (a page that connects after its session's patience,
-        ``bnlab.ui.app.PAGE_PATIENCE_S``, has its first session discarded and gets a
+        ``bnlab.ui.server.PAGE_PATIENCE_S``, has its first session discarded and gets a
         second one)."""
         deadline = time.time() + timeout_s
         while True:
@@ -351,7 +351,7 @@ def page_requests(server: Server, n: int) -> list[float]:
     HTML has arrived. The server builds a visitor's page (widgets, the first figure) on
     its one event loop, so the last of the ``n`` waits for all the others; the sessions,
     never connected, are kept for their pages' patience
-    (``bnlab.ui.app.PAGE_PATIENCE_S``), then discarded after the unused-session
+    (``bnlab.ui.server.PAGE_PATIENCE_S``), then discarded after the unused-session
     lifetime."""
     times = [math.nan] * n
 
@@ -420,7 +420,7 @@ def main():
                 print(f"first plot, later visitors {label}: median "
                       f"{statistics.median(later):.2f} s, max {max(later):.2f} s")
         if args.page_requests:
-            from bnlab.ui.app import PAGE_PATIENCE_S
+            from bnlab.ui.server import PAGE_PATIENCE_S
             times = page_requests(server, args.page_requests)
             print(f"{args.page_requests} page requests at once, no browser: median "
                   f"{statistics.median(times):.2f} s, last {max(times):.2f} s")

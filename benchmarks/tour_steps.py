@@ -14,7 +14,7 @@ import argparse
 import time
 
 from bnlab.ui.app import Lab
-from bnlab.ui.compare import converge
+from bnlab.ui.compare_model import converge
 from bnlab.ui.problem import build_problem
 from bnlab.ui.settings import LabSettings
 from bnlab.ui.tours import TOURS

@@ -395,3 +395,98 @@ def test_a_registered_direct_family_runs_through_infer_and_surface():
     lml = surf.log_marginal.values
     assert np.all(np.isfinite(lml)) and np.array_equal(lml[0], lml[1])
     assert "toy_mean_field" not in bnlab.METHOD_NAMES
+
+
+#: the lab's views (``bnlab/ui``): each draws its page's model and reacts to it; the
+#: models beside ``Runner`` (``live_model``, ``compare_model``, ``alpha_sweep``,
+#: ``surfaces_model``) run the engine and the studies
+VIEWS = ("app", "live", "live_controls", "compare", "alpha_explorer", "surfaces",
+         "surface_stars", "tour_panel")
+#: the most lines a view may have (issue 50: its largest under 250)
+VIEW_LINES = 250
+
+
+def view_runs_things(source: str, module: str) -> list[str]:
+    """The imports in ``source`` (the code of ``module``, a dotted name in ``bnlab.ui``;
+    lazy imports included, relative ones resolved) that reach past the lab into what
+    computes: a bnlab module outside ``bnlab.ui`` (a study, the engine, the public
+    face that runs them) or JAX."""
+    package = module.split(".")[:-1]
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = (package[: len(package) - node.level + 1] if node.level else []) + (
+                node.module.split(".") if node.module else [])
+            names = [".".join(base + [alias.name]) for alias in node.names] if (
+                base == ["bnlab"] or base == package) else [".".join(base)]
+        else:
+            continue
+        for name in names:
+            ours = name == "bnlab.ui" or name.startswith("bnlab.ui.")
+            if (name.split(".")[0] == "bnlab" and not ours) or name.split(".")[0] == "jax":
+                found.append(f"line {node.lineno}: {name}")
+    return found
+
+
+def test_views_only_draw_and_react():
+    """A view imports no study, engine or JAX module (what it shows, its page's model
+    computes), and stays small."""
+    found = []
+    for name in VIEWS:
+        path = PACKAGE / "ui" / f"{name}.py"
+        found += [f"ui/{name}.py {where}"
+                  for where in view_runs_things(path.read_text(), f"bnlab.ui.{name}")]
+        lines = len(path.read_text().splitlines())
+        if lines >= VIEW_LINES:
+            found.append(f"ui/{name}.py has {lines} lines (a view: under {VIEW_LINES})")
+    assert not found, "views that compute or grew:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("source", [
+    "import bnlab",
+    "from bnlab.studies import learning",
+    "from ..studies.surfaces import surface",
+    "from .. import engine",
+    "from bnlab import infer",
+    "import jax.numpy as jnp",
+    "def compute():\n    import bnlab\n    return bnlab.surface",
+])
+def test_view_runs_things_finds(source):
+    assert view_runs_things(source, "bnlab.ui.example"), source
+
+
+def test_view_runs_things_passes_the_labs_own_modules():
+    source = ("import panel as pn\nimport param\nfrom . import catalog, markup\n"
+              "from .live_model import LiveModel\nfrom bnlab.ui.settings import LabSettings\n"
+              "import bnlab.ui.surface_plots\nfrom .. import ui\n")
+    assert view_runs_things(source, "bnlab.ui.example") == []
+
+
+#: the pages' models: Panel-free, so that scripts and tests drive them without a page
+MODELS = ("live_model", "compare_model", "alpha_sweep", "surfaces_model")
+
+
+def draws(source: str) -> list[str]:
+    """The imports in ``source`` of a drawing library: Panel, Bokeh, HoloViews."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                 [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level
+                 else [])
+        found += [f"line {node.lineno}: {n}" for n in names
+                  if n.split(".")[0] in ("panel", "bokeh", "holoviews")]
+    return found
+
+
+def test_the_pages_models_do_not_draw():
+    found = [f"ui/{name}.py {where}" for name in MODELS
+             for where in draws((PACKAGE / "ui" / f"{name}.py").read_text())]
+    assert not found, "models that import a drawing library:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("source", ["import panel as pn", "from panel.io.state import set_curdoc",
+                                    "import holoviews as hv", "from bokeh.models import Div"])
+def test_draws_finds(source):
+    assert draws(source) and not draws("import param\nfrom . import markup")

@@ -6,20 +6,16 @@ Nothing is computed while α moves: a frame replaces the data of a few Bokeh sou
 (``AlphaPlots.show``); the point's pictures for every α are made when the point (or
 the sweep) changes.
 
-▶ plays α from the grid's first value, next to VI, to EP, one frame every
-``PLAY_PERIOD_MS``, on a periodic callback of the session (Panel stops it when the
-page closes). Each play carries a generation number, as the live view's runs do:
-Pause, a new play or a new sweep draws a new number, and a frame of an older one
-moves nothing, so no order of clicks leaves two players going."""
+The sweep, the α shown and ▶'s play are the page's model (``AlphaSweepModel``); ▶'s
+frames come every ``PLAY_PERIOD_MS`` from a periodic callback of the session (Panel
+stops it when the page closes)."""
 from __future__ import annotations
-
-import threading
 
 import panel as pn
 
 from . import markup
 from .alpha_plots import AlphaPlots, point_picture
-from .alpha_sweep import ALPHAS, alpha_sweep, surprising_point, sweep_note
+from .alpha_sweep import ALPHAS, AlphaSweepModel, surprising_point, sweep_note
 from .layout import controls_row
 from .mcmc_ref import MCMCReference
 from .palette import LIGHT, Palette
@@ -42,11 +38,9 @@ class AlphaExplorer(pn.viewable.Viewer):
         super().__init__()
         self.settings, self.reference, self.error = settings, reference, error
         self._problem = problem
-        self.sweep = None
+        self.model = AlphaSweepModel(settings)
         self._pictures = None          # the chosen point's ``point_picture`` per α
-        self.closed = False
-        self._generation, self._player = 0, None
-        self._play_lock = threading.Lock()     # a frame's test and move against Pause
+        self._player = None            # ▶'s periodic callback
         # the sweep runs at the sidebar's ρ, over its own α grid
         self.made = ComputedWith(settings, ignore=("method", "alpha"))
         self.note = markup.html_pane("", sizing_mode="stretch_width",
@@ -55,8 +49,8 @@ class AlphaExplorer(pn.viewable.Viewer):
         sweep = pn.widgets.Button(label="Sweep α from 0 to 1", color="primary", width=180)
         sweep.on_click(lambda e: self.run_sweep())
         self.slider = pn.widgets.DiscreteSlider(label="Show α", options=list(ALPHAS),
-                                                value=0.5, width=300)
-        self.slider.param.watch(lambda e: self._draw_frame(), "value")
+                                                value=ALPHAS[self.model.index], width=300)
+        self.slider.param.watch(self._on_slider, "value")
         self.play_button = pn.widgets.Button(label=PLAY, width=200, disabled=True)
         self.play_button.on_click(lambda e: self.toggle_play())
         self.point_input = pn.widgets.IntInput(label="Point i (per-point picture)", value=0,
@@ -72,14 +66,21 @@ class AlphaExplorer(pn.viewable.Viewer):
                          self.progress),
             self.made.note, self.note, self.energy_pane, self.band_pane, self.point_pane,
             sizing_mode="stretch_width")
+        m = self.model
+        m.param.watch(lambda e: setattr(self.slider, "value", ALPHAS[e.new]), "index")
+        m.param.watch(self._on_playing, "playing")
+        m.param.watch(lambda e: setattr(self.progress, "visible", e.new), "computing")
 
     def __panel__(self):
         return self.layout
 
-    @property
-    def index(self) -> int:
-        """The number of the α shown, in the grid."""
-        return ALPHAS.index(self.slider.value)
+    sweep = property(lambda self: self.model.sweep, doc="the sweep shown (None before one)")
+    playing = property(lambda self: self.model.playing)
+    index = property(lambda self: self.model.index, doc="the number of the α shown")
+
+    def _on_slider(self, event):
+        self.model.index = ALPHAS.index(event.new)
+        self._draw_frame()
 
     # -- the sweep --------------------------------------------------------------------
     def run_sweep(self):
@@ -88,18 +89,13 @@ class AlphaExplorer(pn.viewable.Viewer):
         problem = self._problem()
         if problem is None:
             return
-        self.pause()
-        self.progress.visible = True
         try:
-            sweep = alpha_sweep(problem, self.settings)
+            if not self.model.compute(problem):
+                return
         except ValueError as exc:
             self.error.object = markup.error(exc)
             return
-        finally:
-            self.progress.visible = False
-        if self.closed:
-            return
-        self.sweep = sweep
+        sweep = self.sweep
         self.play_button.disabled = False
         self.point_input.end = len(problem.x_plot) - 1
         with pn.io.hold():
@@ -149,10 +145,6 @@ class AlphaExplorer(pn.viewable.Viewer):
         _on_event_loop(lambda: self.plots.show(sweep, k, pictures[k]))
 
     # -- ▶ -------------------------------------------------------------------------------
-    @property
-    def playing(self) -> bool:
-        return self._player is not None
-
     def toggle_play(self):
         """The ▶ button: play, or pause while playing."""
         if self.playing:
@@ -160,38 +152,30 @@ class AlphaExplorer(pn.viewable.Viewer):
         else:
             self.play()
 
-    def play(self):
-        """α from the grid's first value (next to VI) to EP, a frame per period."""
-        if self.sweep is None:
-            return
-        self.pause()
-        with self._play_lock:
-            self._generation += 1
-            generation = self._generation
-        self.slider.value = ALPHAS[0]
-        self.play_button.label = PAUSE
-        self._player = pn.state.add_periodic_callback(
-            lambda: self.advance(generation), period=PLAY_PERIOD_MS, count=len(ALPHAS) - 1)
+    def play(self) -> int | None:
+        """α from the grid's first value (next to VI) to EP, a frame per period; the
+        play's generation (``AlphaSweepModel.play``), None without a sweep."""
+        generation = self.model.play()
+        if generation is not None:
+            self._player = pn.state.add_periodic_callback(
+                lambda: self.model.advance(generation), period=PLAY_PERIOD_MS,
+                count=len(ALPHAS) - 1)
+        return generation
 
     def advance(self, generation: int):
-        """One frame of the play numbered ``generation``: the next α; nothing if that
-        play was paused or replaced. The last α ends it."""
-        with self._play_lock:
-            if generation != self._generation or self.sweep is None:
-                return
-            k = min(self.index + 1, len(ALPHAS) - 1)
-            self.slider.value = ALPHAS[k]
-        if k == len(ALPHAS) - 1:
-            self.pause(generation)
+        """One frame of ▶ (``AlphaSweepModel.advance``)."""
+        self.model.advance(generation)
 
     def pause(self, generation: int | None = None):
-        """End the current play (its later frames move nothing); with ``generation``,
-        only if that play is still the current one (a new ▶ may have replaced it)."""
-        with self._play_lock:
-            if generation is not None and generation != self._generation:
-                return
-            self._generation += 1
-            player, self._player = self._player, None
+        """End the current play (``AlphaSweepModel.pause``)."""
+        self.model.pause(generation)
+
+    def _on_playing(self, event):
+        """▶'s label, and its clock stopped when the play ends."""
+        if event.new:
+            self.play_button.label = PAUSE
+            return
+        player, self._player = self._player, None
         if player is not None:
             player.stop()
         self.play_button.label = PLAY
@@ -199,9 +183,8 @@ class AlphaExplorer(pn.viewable.Viewer):
     def close(self):
         """Release the page's sweep (its browser page is gone): ▶ stops, a sweep under
         way is dropped when it ends, and nothing is drawn any more."""
-        self.closed = True
-        self.pause()
-        self.sweep = self._pictures = None
+        self.model.close()
+        self._pictures = None
 
 
 def _on_event_loop(draw):

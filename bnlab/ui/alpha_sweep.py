@@ -13,21 +13,27 @@ Each α's result is what ``bnlab.infer(method="pep", alpha=α)`` returns at the 
 settings (``tests/ui/test_ui_alpha_explorer.py`` checks it), with the lab's stop words:
 converged, diverged (why, from the last step's PSD flags, as ``Runner.stop_reason``
 says it), stalled (the energy unchanged for ``STALL_ITERS`` iterations, read off the
-trace) or stopped at the cap."""
+trace) or stopped at the cap.
+
+``AlphaSweepModel`` is the α explorer's model (no Panel): the sweep it holds, the α
+shown and ▶'s play from VI to EP."""
 from __future__ import annotations
 
 import functools
+import threading
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import param
 
 import bnlab
 
 from .runner import STALL_ITERS, STOP_REASONS
 from .settings import LabSettings
 
-__all__ = ["ALPHAS", "MAX_ITERS", "alpha_sweep", "surprising_point", "sweep_note", "diverged"]
+__all__ = ["ALPHAS", "MAX_ITERS", "alpha_sweep", "surprising_point", "sweep_note", "diverged",
+           "AlphaSweepModel"]
 
 #: 21 powers log-spaced from 10⁻³ to 1, each rounded to two significant figures so that
 #: the grid holds the round values a lesson quotes (10⁻³, 0.25, 0.5, 1: the α tour's)
@@ -153,3 +159,75 @@ def sweep_note(sweep: dict) -> str:
     if diverged(sweep["vi"]["stop"]):
         lines.append("<b class='bn-bad'>VI diverged</b>: no VI line or band")
     return "<br>".join(lines)
+
+
+class AlphaSweepModel(param.Parameterized):
+    """The α explorer's model: one sweep of the sidebar's problem (``compute``), the α
+    shown (``index``, its number in ``ALPHAS``) and ▶, which plays α from the grid's
+    first value, next to VI, to EP, one ``advance`` per frame of the view's clock.
+    Each play carries a generation number, as the Live page's runs do: Pause, a new
+    play or a new sweep draws a new number, and a frame of an older one moves nothing,
+    so no order of clicks leaves two plays going."""
+
+    index = param.Integer(default=ALPHAS.index(0.5), bounds=(0, len(ALPHAS) - 1))
+    playing = param.Boolean(default=False)
+    computing = param.Boolean(default=False, doc="a sweep is being computed")
+
+    def __init__(self, settings: LabSettings, **params):
+        super().__init__(**params)
+        self.settings = settings
+        self.sweep = None
+        self.closed = False
+        self._generation = 0
+        self._lock = threading.Lock()          # a frame's test and move against Pause
+
+    def compute(self, problem) -> bool:
+        """Every α of the grid for ``problem`` (ValueError as ``alpha_sweep`` raises it);
+        False if the page closed meanwhile (the sweep is dropped)."""
+        self.pause()
+        self.computing = True
+        try:
+            sweep = alpha_sweep(problem, self.settings)
+        finally:
+            self.computing = False
+        if self.closed:
+            return False
+        self.sweep = sweep
+        return True
+
+    def play(self) -> int | None:
+        """▶ from the grid's first α; the play's generation (None without a sweep)."""
+        if self.sweep is None:
+            return None
+        self.pause()
+        with self._lock:
+            self._generation += 1
+            generation = self._generation
+        self.index, self.playing = 0, True
+        return generation
+
+    def advance(self, generation: int):
+        """One frame of the play numbered ``generation``: the next α; nothing if that
+        play was paused or replaced. The last α ends it."""
+        with self._lock:
+            if generation != self._generation or self.sweep is None:
+                return
+            k = min(self.index + 1, len(ALPHAS) - 1)
+            self.index = k
+        if k == len(ALPHAS) - 1:
+            self.pause(generation)
+
+    def pause(self, generation: int | None = None):
+        """End the current play (its later frames move nothing); with ``generation``,
+        only if that play is still the current one (a new ▶ may have replaced it)."""
+        with self._lock:
+            if generation is not None and generation != self._generation:
+                return
+            self._generation += 1
+        self.playing = False
+
+    def close(self):
+        """The page is gone: ▶ stops, a sweep under way is dropped when it ends."""
+        self.closed = True
+        self.pause()
+        self.sweep = None

@@ -14,3 +14,10 @@ def controls_row(*widgets, align_items: str = "flex-end", **params) -> pn.FlexBo
     FlexBox's other parameters (``visible``, ...)."""
     return pn.FlexBox(*widgets, flex_wrap="wrap", align_items=align_items,
                       sizing_mode="stretch_width", **params)
+
+
+def bokeh_pane(fig, css_classes=()) -> pn.Column:
+    """A Bokeh figure's pane, the window's width, in a Column that carries ``css_classes``
+    (for tests and styling)."""
+    return pn.Column(pn.pane.Bokeh(fig, sizing_mode="stretch_width"),
+                     css_classes=list(css_classes), sizing_mode="stretch_width", margin=0)

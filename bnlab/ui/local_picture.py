@@ -52,3 +52,16 @@ def local_picture(pic: dict, label: str, truth: dict | None = None, point: int =
         layers.insert(0, mcmc_marginal(truth, point, colours.ink))
     return hv.Overlay(layers).opts(**{"title": title, "xlabel": f"f at {label}",
                                       "ylabel": "density", **opts})
+
+
+def run_point_picture(runner, problem, point: int, truth: dict | None = None,
+                      colours: Palette = LIGHT):
+    """The Live page's picture of ``point`` for ``runner``'s current state, or an empty
+    plot whose title says why there is none (``Runner.local``'s error)."""
+    label = where(problem, point)
+    try:
+        pic = runner.local(point)
+    except ValueError as exc:
+        return hv.Curve([]).opts(title=str(exc), xlabel=f"f at {label}")
+    return local_picture(pic, label, truth, point, colours, legend_position="bottom",
+                         fontsize={"title": 10})

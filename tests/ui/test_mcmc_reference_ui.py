@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.stats import multivariate_normal
 
-from bnlab.ui.compare import _energy_limits, _log_z_line
+from bnlab.ui.compare_plots import _energy_limits, _log_z_line
 from bnlab.ui.mcmc_ref import MCMCReference
 from bnlab.ui.problem import build_problem
 from bnlab.ui.settings import LabSettings
@@ -102,7 +102,7 @@ def test_surfaces_page_greys_the_cells_mcmc_cannot_order():
     import xarray as xr
 
     from bnlab.ui.mcmc_notes import unsettled_cells
-    from bnlab.ui.surfaces import contour_layout
+    from bnlab.ui.surface_plots import contour_layout
     laplace = np.array([[-10.5, -9.5, -8.5], [-11.0, -10.0, -9.0]])
     ep = laplace + np.array([[0.4, 0.4, 0.01], [0.4, 0.01, 0.4]])    # spread 0.4 or 0.01
     lower = ep + 0.05

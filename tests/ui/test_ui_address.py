@@ -7,7 +7,7 @@ from urllib.parse import parse_qsl
 
 from panel.io.location import Location
 
-from bnlab.ui import tours
+from bnlab.ui import tour_panel, tours
 from bnlab.ui.address import Address
 from bnlab.ui.settings import URL_PARAMS, parse_link
 
@@ -16,7 +16,7 @@ from test_ui_tours import PagesOnly
 
 def _addressed_lab(doc=None):
     lab = PagesOnly()
-    panel = tours.TourPanel(lab, perform_actions=False)
+    panel = tour_panel.TourPanel(lab, perform_actions=False)
     lab.address = Address(Location(search="?tour=alpha"), lab.settings, panel.query, doc=doc)
     return lab, panel
 

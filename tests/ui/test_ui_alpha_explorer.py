@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import bnlab
-from bnlab.ui import tours
+from bnlab.ui import tour_panel, tours
 from bnlab.ui.alpha_plots import point_picture
 from bnlab.ui.alpha_sweep import ALPHAS, MAX_ITERS, alpha_sweep
 from bnlab.ui.compare import CompareView
@@ -103,9 +103,8 @@ def test_slider_play_and_a_tour_step_show_the_stored_alphas_band(outliers):
     assert all(src[key].data is data for key, data in outlines.items())
 
     explorer = view.explorer
-    explorer.play()
+    generation = explorer.play()
     assert explorer.playing and view.alpha_slider.value == ALPHAS[0]
-    generation = explorer._generation
     for k in range(1, 6):
         explorer.advance(generation)
         assert view.alpha_slider.value == ALPHAS[k]
@@ -113,21 +112,19 @@ def test_slider_play_and_a_tour_step_show_the_stored_alphas_band(outliers):
     assert not explorer.playing
     explorer.advance(generation)                            # the paused play's next frame
     assert view.alpha_slider.value == ALPHAS[5]
-    explorer.play()                                         # again, from the start
-    generation = explorer._generation
+    generation = explorer.play()                            # again, from the start
     for _ in range(len(ALPHAS)):
         explorer.advance(generation)
     assert view.alpha_slider.value == 1.0 and not explorer.playing     # ends at EP
     np.testing.assert_array_equal(src["alpha"].data["mean"], sweep["bands"][-1]["mean"])
 
     step = tours.ALPHA.steps[-1]
-    tours._set_page(view, step.page)
-    assert tours.page_values(view, step.page) == {"alpha_slider": 0.5, "pair_open": False}
+    tour_panel._set_page(view, step.page)
+    assert tour_panel.page_values(view, step.page) == {"alpha_slider": 0.5, "pair_open": False}
     np.testing.assert_array_equal(src["alpha"].data["upper"],
                                   sweep["bands"][ALPHAS.index(0.5)]["upper"])
 
-    explorer.play()                                 # the page closes while ▶ plays
-    generation = explorer._generation
+    generation = explorer.play()                    # the page closes while ▶ plays
     view.close()
     assert not explorer.playing and view.sweep is None
     drawn = {key: source.data for key, source in src.items()}

@@ -7,14 +7,14 @@ import xarray as xr
 from scipy.stats import norm
 
 import bnlab
-from bnlab.ui.compare import converge
+from bnlab.ui.compare_model import converge
 from bnlab.ui.controls import Controls, Status
 from bnlab.ui.live import LiveView
 from bnlab.ui.live_plots import BAD, FRAMES, REJECTED, psd_colours
 from bnlab.ui.problem import SettingError, build_problem
 from bnlab.ui.runner import ellipse_points, make_runner
 from bnlab.ui.settings import URL_PARAMS, LabSettings
-from bnlab.ui.surfaces import contour_layout, slice_plot
+from bnlab.ui.surface_plots import contour_layout, slice_plot
 
 
 def _gp_regression(X, y, Xs, ell, var, noise):
@@ -129,7 +129,7 @@ def test_psd_strip_tells_a_rejected_proposal_from_an_invalid_iterate():
     assert BAD not in colours and colours.count(REJECTED) >= invalid_proposals
     live = LiveView(s, Status())
     live.runner, live.problem = r, r.problem
-    live._render_status(snap["status"])
+    live.show_status(snap["status"])
     text = live.status_pane.object
     assert "rejected by the safeguards" in text and "ρ reduced" not in text   # ρ as set
     assert "is not taken: the iterate stays" in text       # in words a student reads
@@ -186,7 +186,7 @@ def test_step_control_reaches_the_elbo_optimum_where_fixed_step_vi_cycles():
     st = ctrl.snapshot()["status"]
     assert st["rejected"] >= 1 and st["step_size"] <= 0.25
     live = LiveView(s, Status())
-    live._render_status(st)
+    live.show_status(st)
     assert f"ρ reduced to <b>{st['step_size']:.3g}</b>" in live.status_pane.object
     ep = LabSettings(method="ep").reasons()
     assert "backtrack" in ep and "covariance" in ep and "band" in ep
@@ -317,7 +317,7 @@ def test_live_view_step_updates_plot_sources_and_bad_settings_leave_no_run():
     _assert_no_run(live)
     s.param.update(dataset="classification_1d", csv_text="")
     assert st.errors == {} and live.runner is not None and live.runner is not runner
-    assert not live.run_button.disabled and len(src["f1"].data["mean"]) > 0
+    assert not live.controls.run_button.disabled and len(src["f1"].data["mean"]) > 0
     live.step(2)
     s.param.update(model="markov", kernel="rbf")               # the audit's combination
     assert "kernel" in st.errors or "model" in st.errors
@@ -325,7 +325,7 @@ def test_live_view_step_updates_plot_sources_and_bad_settings_leave_no_run():
     assert "Matérn" in live.status_pane.object
     s.kernel = "matern32"                                       # fixed: a fresh run
     assert st.errors == {} and live.runner.snapshot()["status"]["iteration"] == 0
-    assert not (live.run_button.disabled or live.step_button.disabled)
+    assert not (live.controls.run_button.disabled or live.controls.step_button.disabled)
 
 
 def _assert_no_run(live):
@@ -333,7 +333,8 @@ def _assert_no_run(live):
     assert all(len(next(iter(src.data.values()))) == 0
                for key, src in live.plots.src.items() if key not in FRAMES)
     assert _framed(live.plots) == set(FRAMES)
-    assert live.run_button.disabled and live.step_button.disabled and live.reset_button.disabled
+    c = live.controls
+    assert c.run_button.disabled and c.step_button.disabled and c.reset_button.disabled
     live.run()
     live.step(3)
     assert not live.running and live.runner is None
@@ -428,7 +429,7 @@ def test_contour_panels_mark_argmax_and_share_colour_limits():
 def test_the_slice_opens_through_the_best_cell_of_mcmc_else_of_the_first_method():
     """The row of the argmax: MCMC's when computed (the truth the others are read
     against), else the first method's with a finite value; the middle row if none."""
-    from bnlab.ui.surfaces import best_row
+    from bnlab.ui.surface_plots import best_row
     ls, var = np.geomspace(0.1, 10, 5), np.geomspace(0.1, 100, 6)
     peak = lambda r: -((np.arange(6)[:, None] - r) ** 2 + (np.arange(5)[None, :] - 2.0) ** 2)
     blank = np.full((6, 5), np.nan)
@@ -478,7 +479,7 @@ def test_the_mcmc_surface_says_what_its_error_resolves():
     """The surfaces page states MCMC's standard error per point and the cells where its
     estimate lies below VI's lower bound (the exact log p(y) never does), with a warning
     when one lies more than three standard errors below."""
-    from bnlab.ui.surfaces import mcmc_note
+    from bnlab.ui.mcmc_notes import mcmc_note
     var, ls = np.array([0.5, 1.0]), np.array([0.5, 1.0, 2.0])
     vi = np.array([[-10.0, -9.0, -8.0], [-11.0, -10.0, -9.0]])
     se = np.full((2, 3), 0.5)

@@ -10,7 +10,7 @@ import pytest
 from bokeh.document import Document
 
 import bnlab.ui
-from bnlab.ui import app
+from bnlab.ui import server
 
 
 def test_lab_builds_its_first_run_and_renders_inline_like_a_notebook_cell():
@@ -31,10 +31,10 @@ def test_lab_builds_its_first_run_and_renders_inline_like_a_notebook_cell():
 def test_close_releases_the_session_run():
     lab = bnlab.ui.Lab()
     lab.live.step(2)
-    lab.close(None)
+    lab.close()
     assert lab.live.runner is None and lab.live.problem is None and lab.live.closed
     lab.live.step(1)                     # a late click or tick after closing does nothing
-    lab.live._tick()
+    lab.live.model.tick()
     assert lab.live.runner is None
 
 
@@ -63,7 +63,7 @@ def test_closing_a_session_leaves_other_threads_building_tuples_alone():
     try:
         worker.start()
         for lab in labs:
-            lab.close(None)
+            server.close_session(lab, None)
     finally:
         stop.set()
         worker.join(10)
@@ -74,18 +74,18 @@ def test_closing_a_session_leaves_other_threads_building_tuples_alone():
 def test_the_server_freezes_its_lasting_objects_only_when_no_session_is_open(monkeypatch):
     """A frozen cycle is never collected, so the server's ``gc.freeze`` waits until every
     lab has been closed; a session opened after it is still collected whole."""
-    monkeypatch.setattr(app, "_lasting_objects_frozen", False)
-    monkeypatch.setattr(app.Lab, "_alive", weakref.WeakSet())    # this test's labs only
+    monkeypatch.setattr(server, "_lasting_objects_frozen", False)
+    monkeypatch.setattr(server.Lab, "_alive", weakref.WeakSet())    # this test's labs only
     frozen_before = gc.get_freeze_count()     # a library may have frozen some already
     try:
         first = bnlab.ui.Lab()
-        app._freeze_lasting_objects()
-        assert not app._lasting_objects_frozen and gc.get_freeze_count() == frozen_before
-        first.close(None)
-        app._freeze_lasting_objects()
-        assert app._lasting_objects_frozen and gc.get_freeze_count() > frozen_before
+        server._freeze_lasting_objects()
+        assert not server._lasting_objects_frozen and gc.get_freeze_count() == frozen_before
+        first.close()
+        server._freeze_lasting_objects()
+        assert server._lasting_objects_frozen and gc.get_freeze_count() > frozen_before
         later = bnlab.ui.Lab()
-        later.close(None)
+        later.close()
         gone = weakref.ref(later)
         del later
         gc.collect()
@@ -113,7 +113,7 @@ def test_a_session_waits_for_its_page_a_bounded_time(monkeypatch):
         context = SimpleNamespace(_session=None)   # Bokeh's, while the page is built
         doc._session_context = lambda: context
         with set_curdoc(doc):
-            app._keep_session_until_its_page_loads(patience_s=0.5)
+            server._keep_session_until_its_page_loads(patience_s=0.5)
         context._session = ServerSession("s", doc, io_loop=IOLoop.current())
         await asyncio.sleep(0.2)
         kept = context._session.expiration_blocked
@@ -127,8 +127,8 @@ def test_a_session_waits_for_its_page_a_bounded_time(monkeypatch):
 
     assert asyncio.run(kept_then_and_later()) == (True, False)
     assert asyncio.run(kept_then_and_later(page_loads=True)) == (True, False)
-    assert app._sessions_waiting == set()
-    monkeypatch.setattr(app, "MOST_SESSIONS_WAITING", 0)
+    assert server._sessions_waiting == set()
+    monkeypatch.setattr(server, "MOST_SESSIONS_WAITING", 0)
     assert asyncio.run(kept_then_and_later()) == (False, False)
 
 
@@ -136,9 +136,9 @@ def test_a_session_waits_for_its_page_a_bounded_time(monkeypatch):
 def test_a_page_patience_that_is_not_seconds_is_refused_by_name(monkeypatch, text):
     monkeypatch.setenv("BNLAB_PAGE_PATIENCE_S", text)
     with pytest.raises(ValueError, match=f"BNLAB_PAGE_PATIENCE_S .* not '{text}'"):
-        app._page_patience_s()
+        server._page_patience_s()
     monkeypatch.setenv("BNLAB_PAGE_PATIENCE_S", "42.5")
-    assert app._page_patience_s() == 42.5
+    assert server._page_patience_s() == 42.5
 
 
 def test_csv_exports_hold_the_plotted_numbers():

@@ -10,7 +10,7 @@ from test_ui_browser import _tab
 
 pytestmark = pytest.mark.ui
 
-SESSION_OPENED = "bnlab session opened"      # logged by bnlab.ui.app per session built
+SESSION_OPENED = "bnlab session opened"      # logged by bnlab.ui.server per session built
 
 #: Bokeh discards a session no page is connected to 5 s after its build or its page's
 #: disconnection (by default 15 s), and builds it again if its page connects later
@@ -83,7 +83,7 @@ def test_a_page_that_connects_late_keeps_its_session_and_its_styles(lab_browser,
                                                                      lab_server_log):
     """A page whose scripts arrive after the unused-session lifetime (a class arriving at
     once on a small server) keeps the session built for it
-    (``app._keep_session_until_its_page_loads``): the server builds one session for it,
+    (``server._keep_session_until_its_page_loads``): the server builds one session for it,
     not a second one when it connects, and offline its page is complete
     (``test_ui_session_rebuilt`` covers a page whose session was built again)."""
     built, requests, errors = visit_late(lab_browser, lab_url, lab_server_log)
@@ -115,7 +115,8 @@ def test_mathjax_is_sent_only_with_tex_and_the_lab_writes_none():
     from panel.io.resources import bundle_resources
 
     from bnlab.ui import tours
-    from bnlab.ui.app import Lab, send_mathjax_only_for_tex
+    from bnlab.ui.app import Lab
+    from bnlab.ui.server import send_mathjax_only_for_tex
 
     send_mathjax_only_for_tex()
 

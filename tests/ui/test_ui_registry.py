@@ -10,7 +10,8 @@ import pytest
 import bnlab
 from bnlab.methods import Method, register, unregister
 from bnlab.methods.power_ep import pep_local
-from bnlab.ui.compare import CompareView, converge
+from bnlab.ui.compare import CompareView
+from bnlab.ui.compare_model import converge
 from bnlab.ui.controls import Controls, Status
 from bnlab.ui.problem import build_problem
 from bnlab.ui.settings import LabSettings
@@ -102,7 +103,7 @@ def test_the_whole_lab_offers_a_registered_method_and_its_live_page_runs_it(toy_
                            tol=1e-10, max_iters=1000)
         assert abs(run.energy[-1] - float(peer.log_marginal)) < 1e-6
     finally:
-        lab.close(None)
+        lab.close()
 
 
 class NormalBySD(bnlab.likelihoods.Likelihood):

@@ -2,7 +2,7 @@
 session again in the WebSocket's handler, and the page must work as any other. It
 happens to a page slower than ``BNLAB_PAGE_PATIENCE_S`` (0 here: Bokeh's own
 unused-session lifetime, 5 s here, applies from the build) or beyond the sessions the
-server keeps waiting (``app.MOST_SESSIONS_WAITING``). The server sends resources as a
+server keeps waiting (``server.MOST_SESSIONS_WAITING``). The server sends resources as a
 deployment may (``BOKEH_RESOURCES=cdn``): a session built so had every stylesheet on
 cdn.holoviz.org, and offline its page was left unstyled."""
 import pytest
@@ -31,7 +31,7 @@ def test_a_websocket_closing_after_its_session_was_discarded_only_releases_it():
     from bokeh.server.connection import ServerConnection
     from bokeh.server.views.ws import WSHandler
 
-    from bnlab.ui import app
+    from bnlab.ui import server
     session = SimpleNamespace(subscribe=lambda c: None, unsubscribe=lambda c: None)
     lost = []
 
@@ -46,7 +46,7 @@ def test_a_websocket_closing_after_its_session_was_discarded_only_releases_it():
         if not getattr(original, "tolerates_gone_sessions", False):
             with pytest.raises(AssertionError):
                 original(handler())
-        app._close_pages_whose_session_is_gone()
+        server._close_pages_whose_session_is_gone()
         gone = handler()
         WSHandler.on_close(gone)
         assert lost == [gone.connection]

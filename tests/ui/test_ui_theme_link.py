@@ -6,7 +6,8 @@ import pytest
 from panel.io.state import _state
 from panel.theme import DarkTheme, DefaultTheme
 
-from bnlab.ui.app import LabTemplate, unknown_theme
+from bnlab.ui.app import unknown_theme
+from bnlab.ui.server import LabTemplate
 from bnlab.ui.settings import link_notice
 
 

@@ -6,8 +6,9 @@ import panel as pn
 import pytest
 
 from bnlab.infer import validate_settings
-from bnlab.ui import tours
-from bnlab.ui.compare import CompareView, converge
+from bnlab.ui import tour_panel, tours
+from bnlab.ui.compare import CompareView
+from bnlab.ui.compare_model import converge
 from bnlab.ui.problem import build_problem
 from bnlab.ui.mcmc_ref import MCMCReference
 from bnlab.ui.settings import URL_PARAMS, LabSettings
@@ -38,14 +39,14 @@ def _check_step(lab, tour, k):
     assert lab.tabs.active == tours.TABS.index(step.tab)
     if step.page:
         view = getattr(lab, step.tab.lower())
-        assert tours.page_values(view, step.page) == dict(step.page)
+        assert tour_panel.page_values(view, step.page) == dict(step.page)
 
 
 @pytest.mark.parametrize("key,k", STEPS)
 def test_every_step_applies_settings_the_lab_accepts(key, k):
     tour = tours.TOURS[key]
     lab = PagesOnly()
-    panel = tours.TourPanel(lab, perform_actions=False)
+    panel = tour_panel.TourPanel(lab, perform_actions=False)
     panel.open(key)
     panel.go(k)
     _check_step(lab, tour, k)
@@ -65,7 +66,7 @@ def test_every_step_applies_settings_the_lab_accepts(key, k):
 def test_back_restores_the_previous_step_after_the_user_played(key):
     tour = tours.TOURS[key]
     lab = PagesOnly()
-    panel = tours.TourPanel(lab, perform_actions=False)
+    panel = tour_panel.TourPanel(lab, perform_actions=False)
     panel.open(key)
     for k in range(1, len(tour.steps)):
         panel.next.clicks += 1
@@ -82,7 +83,7 @@ def test_back_restores_the_previous_step_after_the_user_played(key):
     assert panel.index == 0                       # Back stops at the first step
     panel.exit.clicks += 1
     assert panel.tour is None and not panel.layout.visible
-    assert tours.CLOSED_CLASS in panel.layout.css_classes      # its card hidden too
+    assert tour_panel.CLOSED_CLASS in panel.layout.css_classes      # its card hidden too
 
 
 def test_a_copied_address_reopens_its_step_with_its_own_settings():
@@ -93,13 +94,13 @@ def test_a_copied_address_reopens_its_step_with_its_own_settings():
     lab = PagesOnly()
     lab.settings.param.update(**tour.settings(2))
     lab.settings.lengthscale = 3.3                              # as the link has it
-    panel = tours.TourPanel(lab, perform_actions=False)
+    panel = tour_panel.TourPanel(lab, perform_actions=False)
     panel.open("alpha", 2, keep_settings=True)
     assert panel.index == 2 and panel.text.object == tour.steps[2].text
     assert lab.settings.lengthscale == 3.3
     assert {**_current(lab), "lengthscale": tour.settings(2)["lengthscale"]} == tour.settings(2)
     assert lab.tabs.active == tours.TABS.index(tour.steps[2].tab)
-    assert tours.CLOSED_CLASS not in panel.layout.css_classes
+    assert tour_panel.CLOSED_CLASS not in panel.layout.css_classes
     panel.go(1)                                                 # Back: the step's own again
     _check_step(lab, tour, 1)
     panel.open("alpha", 99)                                     # a step past the end: the last
@@ -109,7 +110,7 @@ def test_a_copied_address_reopens_its_step_with_its_own_settings():
 
 def test_unknown_tour_names_the_tours():
     with pytest.raises(ValueError, match="alpha, skewed, cavities, sparse, surface"):
-        tours.TourPanel(PagesOnly(), perform_actions=False).open("nope")
+        tour_panel.TourPanel(PagesOnly(), perform_actions=False).open("nope")
     with pytest.raises(ValueError, match="unknown tour action"):
         tours.Step("x", actions=("explode",))
     with pytest.raises(ValueError, match="URL settings"):
@@ -126,7 +127,7 @@ def test_a_tour_drives_the_real_lab():
     """The hook in ``Lab``: a step's settings rebuild the live run with its method."""
     from bnlab.ui.app import Lab
     lab = Lab()
-    panel = tours.TourPanel(lab, perform_actions=False)
+    panel = tour_panel.TourPanel(lab, perform_actions=False)
     panel.open("cavities")
     assert lab.live.runner is not None and lab.live.runner.method == "ep"
     panel.go(2)
@@ -249,7 +250,7 @@ def test_clicks_at_random_moments_leave_the_step_asked_for_last():
     panel.open("cavities")
     rng = random.Random(7)
     buttons = {"next": panel.next, "back": panel.back, "replay": panel.replay,
-               "run": lab.live.run_button, "pause": lab.live.pause_button}
+               "run": lab.live.controls.run_button, "pause": lab.live.controls.pause_button}
     clicks = [rng.choice(["next", "next", "back", "replay", "run", "pause"]) for _ in range(56)]
     wanted, errors = 0, []
     for name in clicks:
@@ -306,7 +307,7 @@ def test_quick_clicks_from_panels_worker_threads_each_count():
     import threading
     long_tour = tours.Tour(key="long", title="long", summary="", base={},
                            steps=tuple(tours.Step(f"step {k}") for k in range(260)))
-    panel = tours.TourPanel(PagesOnly(), perform_actions=False)
+    panel = tour_panel.TourPanel(PagesOnly(), perform_actions=False)
     panel.tour = long_tour
     interval = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)
@@ -334,7 +335,7 @@ def test_a_step_on_the_alpha_explorer_folds_the_pair_away():
     the screen: a step on the explorer folds the pair's section, a step on the pair
     unfolds it, and a user's fold or unfold is the page control the step restores."""
     lab = PagesOnly()
-    panel = tours.TourPanel(lab, perform_actions=False)
+    panel = tour_panel.TourPanel(lab, perform_actions=False)
     panel.open("alpha", step=len(tours.ALPHA.steps) - 1)
     assert lab.compare.pair_card.collapsed and not lab.compare.pair_open
     panel.open("skewed", step=3)

@@ -138,7 +138,7 @@ def test_clicks_at_random_moments_never_break_a_tour(lab_browser, lab_url, lab_s
     says, at the energy an independent run of the step's settings reaches."""
     import random
 
-    from bnlab.ui.compare import converge
+    from bnlab.ui.compare_model import converge
     from bnlab.ui.problem import build_problem
     from bnlab.ui.settings import LabSettings
     from test_ui_browser import _bold, _text, _wait_stopped

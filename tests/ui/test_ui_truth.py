@@ -4,7 +4,7 @@ carries its error bars and outlives method changes, bad links keep their good va
 import numpy as np
 import pytest
 
-from bnlab.ui import compare
+from bnlab.ui import compare, compare_model
 from bnlab.ui.controls import Status
 from bnlab.ui.live import LiveView
 from bnlab.ui.problem import build_problem
@@ -16,7 +16,7 @@ def _ticks(live, limit=5000):
     """Drive the live view as its periodic callback would, until the run stops."""
     live.running = True
     for _ in range(limit):
-        live._tick()
+        live.model.tick()
         if not live.running:
             return
     raise AssertionError("the run never stopped")
@@ -33,7 +33,7 @@ def test_vi_qn_run_stops_at_vi_optimum_and_says_why():
     st = live.runner.snapshot()["status"]
     assert st["stop"] in ("converged", "stalled")
     assert st["iteration"] < 10 * STALL_ITERS
-    vi = compare.converge(live.problem, "vi", LabSettings(method="vi"))
+    vi = compare_model.converge(live.problem, "vi", LabSettings(method="vi"))
     assert vi.converged
     np.testing.assert_allclose(st["energy"], vi.energy[-1], atol=1e-6)
     text = live.status_pane.object
@@ -45,7 +45,7 @@ def test_an_engine_failure_while_building_is_shown_and_the_next_change_recovers(
     "SystemError: … bad argument to internal function" from JAX's tracing) left the page
     without a status line and without a run, silently; it is now named in the status
     and the run is off, and the next setting change builds again."""
-    from bnlab.ui import live as live_module
+    from bnlab.ui import live_model as live_module
     s = LabSettings()
     live = LiveView(s, Status())
     assert live.rebuild()
@@ -54,12 +54,12 @@ def test_an_engine_failure_while_building_is_shown_and_the_next_change_recovers(
         raise SystemError("Objects/tupleobject.c:927: bad argument to internal function")
     monkeypatch.setattr(live_module, "make_runner", failing)
     s.lengthscale = 2.0
-    assert live.runner is None and live.run_button.disabled
+    assert live.runner is None and live.controls.run_button.disabled
     text = live.status_pane.object
     assert "could not be built" in text and "SystemError" in text and "bn-error" in text
     monkeypatch.undo()
     s.lengthscale = 1.5
-    assert live.runner is not None and not live.run_button.disabled
+    assert live.runner is not None and not live.controls.run_button.disabled
     assert "Method <b>vi</b>" in live.status_pane.object
 
 
@@ -73,7 +73,7 @@ def test_iteration_cap_stops_the_run_and_nothing_is_pushed_after():
     frames = []
     live.plots.update = lambda *a, **k: frames.append(1)
     live.running = True
-    live._tick()                          # a stray tick after the stop: no step, no frame
+    live.model.tick()                          # a stray tick after the stop: no step, no frame
     assert live.runner.iteration == 7 and frames == [] and not live.running
     assert "cap reached" in live.status_pane.object
     del live.plots.update
@@ -88,7 +88,7 @@ def test_pause_before_convergence_says_cancelled():
     live = LiveView(s, Status())
     assert live.rebuild()
     live.running = True
-    live._tick()
+    live.model.tick()
     live.pause()
     assert "cancelled" in live.status_pane.object and not live.running
 
@@ -289,7 +289,7 @@ def test_choosing_a_preset_opens_its_settings_and_links_keep_theirs():
 def test_every_preset_converges_with_the_method_it_opens_with(dataset):
     s = LabSettings()
     s.dataset = dataset
-    r = compare.converge(build_problem(s), s.method, s, max_iters=1000)
+    r = compare_model.converge(build_problem(s), s.method, s, max_iters=1000)
     assert r.stop_reason() == "converged", (s.method, r.stop_reason(), r.iteration)
 
 
@@ -299,7 +299,7 @@ def test_sparse_preset_is_where_alpha_matters():
     s = LabSettings()
     s.dataset = "sparse_regression_1d"
     p = build_problem(s)
-    runs = {a: compare.converge(p, "ep" if a == 1 else "pep", s, alpha=a) for a in (0.01, 0.5, 1)}
+    runs = {a: compare_model.converge(p, "ep" if a == 1 else "pep", s, alpha=a) for a in (0.01, 0.5, 1)}
     e = {a: r.snapshot()["status"]["energy"] for a, r in runs.items()}
     assert e[1] - e[0.01] > 10 and e[0.01] < e[0.5] < e[1]
     m0, m1 = (runs[a].snapshot()["bands"]["f1"]["mean"] for a in (0.01, 1))
@@ -328,7 +328,8 @@ def _surface(data, schemes):
 
 def test_surfaces_offer_the_model_s_axes_mark_theta_and_label_the_colour_bar():
     import holoviews as hv
-    from bnlab.ui.surfaces import SurfacesView, contour_layout
+    from bnlab.ui.surface_plots import contour_layout
+    from bnlab.ui.surfaces import SurfacesView
     from bnlab.ui.trajectories import Trajectory
     s = LabSettings()                                   # probit, Matérn: no noise, df, period
     view = SurfacesView(s)
@@ -584,7 +585,7 @@ def test_compare_overlays_the_live_pages_mcmc_reference_of_its_own_problem_only(
     view.run_pair()
     assert not len(drawn["mcmc"].data["x"])
     assert not _layers(view.pair_pane.object, "MCMC ± 2σ")
-    lab.close(None)
+    lab.close()
 
 
 def test_surface_cells_where_a_method_diverged_have_no_value_on_the_page():
@@ -596,7 +597,7 @@ def test_surface_cells_where_a_method_diverged_have_no_value_on_the_page():
     import holoviews as hv
 
     import bnlab
-    from bnlab.ui.surfaces import NO_VALUE, contour_layout, convergence_note, slice_plot
+    from bnlab.ui.surface_plots import NO_VALUE, contour_layout, convergence_note, slice_plot
     p = build_problem(LabSettings(dataset="robust_1d", likelihood="student_t", df=4.0,
                                   lik_scale=0.1, kernel="matern52"))
     ds = bnlab.surface(p.model, p.X, p.y, methods=["vi", "ep"], params=p.params,

@@ -13,7 +13,7 @@ grid over log ℓ ∈ [−1, 5], log σ² ∈ [−2, 10] (the issue-46 surfaces)
   call (compiling) and the second (warm; ``--first-only``: the first alone, for sizes
   where a second run does not fit the time);
 - **vmap warm** (``--layouts`` with ``warm``): ``warm_start=True``, the rows side by side
-  (``studies.batched``), its second call;
+  (``studies.surfaces.batched``), its second call;
 - **cpu scan**: ``batching="scan"`` with warm starts on the CPU device (its default and
   fastest form), one thread per core, its second call; for n above ``--cpu-max-n`` it is
   not timed, and the values are checked instead at a ``--check`` × ``--check`` subgrid
@@ -37,7 +37,7 @@ import numpy as np
 
 import bnlab
 from bnlab.datasets import synthetic_probit
-from bnlab.studies.batched import free_bytes
+from bnlab.studies.surfaces.batched import free_bytes
 
 bnlab.configure()      # float64 before this script's own JAX arrays
 

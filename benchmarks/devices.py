@@ -172,7 +172,7 @@ def dask_overhead(args):
         for _ in range(args.repeats):
             t["local"] = min(t["local"], best_time(local, 1))
             t["dask"] = min(t["dask"], best_time(remote, 1))
-    from bnlab.studies.surface_blocks import plan_blocks
+    from bnlab.studies.surfaces.blocks import plan_blocks
     blocks = 3 * len(plan_blocks((args.side, args.side), args.side, True))   # VI shares EP-like's run
     print(f"load average {os.getloadavg()[0]:.1f} on {cores} cores; n = {len(y)}, "
           f"{args.side} × {args.side} grid, {len(METHODS)} methods ({blocks} blocks)")

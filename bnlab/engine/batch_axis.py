@@ -2,7 +2,7 @@
 
 Under ``jax.vmap`` a ``lax.cond`` whose predicate differs between the points becomes a
 ``select``: both branches run for every point. The batched surfaces
-(``bnlab.studies.batched``) vmap the engine's step over a named axis and say so here
+(``bnlab.studies.surfaces.batched``) vmap the engine's step over a named axis and say so here
 (``over``), with each point's *active* flag (a converged or diverged point's lane is
 still computed, its result dropped); ``cond`` then decides for the whole batch: the
 false branch alone where no active point takes the true one, the true branch alone

@@ -24,7 +24,7 @@ by the cavity of the site variable; and the K⁻¹m identity of ``laplace`` stil
 with K_uu: m_uᵀK_uu⁻¹m_u = Σ_n m_nᵀ(ν̄_n − Λ̄_n m_n) and ½ log|I + K_uu WᵀΛ̄W| =
 ½ν̄ᵀm − log_norm, so it is the Laplace approximation of ∫ p(u) Π p(y_n|W_n u) du
 (Wilkinson et al. 2023's point-estimate sparse Laplace energy). All three are
-checked against independent formulas in tests/sparse/test_sparse_model.py.
+checked against independent formulas in tests/sparse_gp/test_sparse_model.py.
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 collapsed Power-EP energy. Data are drawn from a 5-D ARD squared-exponential GP,
 hyperparameters and pseudo-inputs are fitted by maximising the PEP energy with L-BFGS
 from the same start for every α, and the test SMSE of the optimal q(u) is reported.
-Used by tests/sparse/test_sparse_pep_regression.py and benchmarks/byt17.py."""
+Used by tests/sparse_gp/test_sparse_pep_regression.py and benchmarks/byt17.py."""
 from functools import partial
 
 import jax

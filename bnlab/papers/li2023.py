@@ -84,7 +84,7 @@ def li2023(dataset="breast_cancer", *, folds=5, seeds=10, methods=METHODS, joint
 
     from sklearn.model_selection import KFold
 
-    from ..studies.surface_blocks import default_workers
+    from ..studies.surfaces.blocks import default_workers
     if dataset not in PAPER_TABLE1:
         raise ValueError(f"li2023: no paper row for data set {dataset!r}; "
                          f"available: {sorted(PAPER_TABLE1)}")

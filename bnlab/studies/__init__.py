@@ -1,13 +1,13 @@
 """Studies built on ``infer``: marginal-likelihood ``surfaces`` over hyperparameter grids
-(their ``surface_blocks`` schedule, on every local device (``devices``), on a Dask
-cluster (``dask_blocks``), resumable from a Zarr ``store``), the ``mcmc`` gold standard
+(a package: their schedule, on every local device (``devices``), on a Dask cluster,
+resumable from a Zarr store), the ``mcmc`` gold standard
 (annealed importance sampling), hyperparameter ``learning``, EP learning with frozen
 sites (``frozen_ep``, the papers' GPy baseline) and Power EP's per-point picture
 (``tilted``).
 
 Public here, for scripts and the lab (``__all__``): ``surface`` and ``tilted_marginal``,
 and the modules ``mcmc``, ``learning`` and ``frozen_ep``, whose own ``__all__`` say
-what they offer. The schedule, device, Dask and store modules are the surfaces'
+what they offer. The ``surfaces`` package's modules and ``devices`` are the surfaces'
 machinery, not public."""
 import importlib
 
@@ -16,8 +16,7 @@ from .tilted import tilted_marginal
 
 #: imported on first use, so that ``import bnlab`` stays light: the surfaces bring
 #: xarray and pandas, ``frozen_ep`` SciPy's optimisers (together most of the import)
-LAZY_MODULES = ("surfaces", "surface_blocks", "devices", "store", "dask_blocks",
-                "frozen_ep")
+LAZY_MODULES = ("surfaces", "devices", "frozen_ep")
 
 __all__ = ["surface", "tilted_marginal", "mcmc", "learning", "frozen_ep"]
 

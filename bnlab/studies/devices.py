@@ -49,7 +49,7 @@ def sharded(fn: Callable, devices: tuple, n_batched: int, key, mapped: bool = Tr
     that axis split over ``devices`` (its length must be a multiple of their number);
     the remaining arguments (pytrees) are replicated. Outputs keep the leading axis.
     With ``mapped=False`` ``fn`` takes the batch itself (its leading axis): each device
-    calls it once on its share (``studies.batched``'s vmapped programs). Compiled once
+    calls it once on its share (``studies.surfaces.batched``'s vmapped programs). Compiled once
     per (``key``, devices, mapped). With ``export``, ``key`` describes the program
     completely (its ``repr`` is reproducible) and calls go through its stored
     ``jax.export`` (``bnlab._runtime.exported``), so a new process neither traces nor

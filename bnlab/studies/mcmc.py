@@ -266,7 +266,7 @@ def ais_grid(model, X, y, params_list, *, X_test=None, y_test=None, num_temps=10
             todo.append(i)
         else:
             keep(i, hit)
-    from .surface_blocks import Block, ThreadPool, padded, run_blocks
+    from .surfaces.blocks import Block, ThreadPool, padded, run_blocks
     pool = ThreadPool(1) if own_pool else pool
     batch = 1 if remote else len(devs)
     chunks = [Block(np.asarray(todo[s:s + chunk_size]), -1, -1)
@@ -330,7 +330,7 @@ def ais_points_per_program(latent_values, num_temps, num_chains, posterior_steps
     """Grid points one AIS program may hold on each of ``devices``: the smallest
     device budget (``batched.free_bytes``: a share of an accelerator's free memory, a
     fixed budget on a CPU) over ``ais_point_bytes``; at least 1."""
-    from .batched import free_bytes
+    from .surfaces.batched import free_bytes
     per_point = ais_point_bytes(latent_values, num_temps, num_chains, posterior_steps)
     return max(1, min(free_bytes(d) for d in devices) // per_point)
 

@@ -1,4 +1,4 @@
-"""Opening a surface's Zarr store (``bnlab.studies.store``): threads opening one new
+"""Opening a surface's Zarr store (``bnlab.studies.surfaces.store``): threads opening one new
 store at once all get it (created once), and a path that cannot hold a store is a
 ValueError naming it."""
 import threading
@@ -6,7 +6,7 @@ import threading
 import numpy as np
 import pytest
 
-from bnlab.studies.store import BlockStore, fingerprint
+from bnlab.studies.surfaces.store import BlockStore, fingerprint
 
 LAYOUT = {"ep": (3, {"energy": ((2,), "float64")})}
 

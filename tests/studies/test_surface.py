@@ -232,7 +232,7 @@ def test_gkl_surface_uses_the_pure_bound_and_equals_infer(problem):
             assert s.log_marginal.values[0, i, j] == pytest.approx(r.log_marginal, abs=1e-6)
 
 
-# ---- batching="vmap" (``bnlab.studies.batched``; more in test_surface_vmap) ----------
+# ---- batching="vmap" (``bnlab.studies.surfaces.batched``; more in test_surface_vmap) ----------
 # The same problem, grid and arguments as the surfaces above, so that the scan side's
 # programs are compiled once for the module, and the vmapped ones shared between tests.
 
@@ -300,7 +300,7 @@ def test_the_memory_budget_splits_a_grid_as_batch_points_does(problem, vmap_cold
     (``batched.CPU_BYTES`` on a CPU, made here to hold two points' iterates), so each
     3-point block is solved as two programs of two points; the unsplit values."""
     from bnlab.engine.loop import get_engine
-    from bnlab.studies import batched
+    from bnlab.studies.surfaces import batched
     model, ds = problem
     engine = get_engine(model, "laplace", ("gauss_hermite", 20), ())
     one = batched.state_bytes(engine, ds.X, ds.y, model.init_params(), tuple(GRID))

@@ -1,11 +1,11 @@
-"""The walk over a surface's grid (``bnlab.studies.surface_blocks``) and its thread pool."""
+"""The walk over a surface's grid (``bnlab.studies.surfaces.blocks``) and its thread pool."""
 import threading
 import time
 
 import numpy as np
 import pytest
 
-from bnlab.studies.surface_blocks import (CANCEL_GRACE_S, ThreadPool, for_runs, padded,
+from bnlab.studies.surfaces.blocks import (CANCEL_GRACE_S, ThreadPool, for_runs, padded,
                                          plan_blocks, run_blocks)
 
 

@@ -1,5 +1,5 @@
 """bnlab.surface(batching="vmap") on the CPU, beyond test_surface's probit GP: the
-batched programs of ``bnlab.studies.batched`` give the scan path's values (to the
+batched programs of ``bnlab.studies.surfaces.batched`` give the scan path's values (to the
 convergence tolerance) and the same converged / diverged flags for a method with
 site precisions of either sign, through warm runs that diverge and the iteration cap,
 and for a sparse and a Markov model; the batch size follows the memory budget. Small
@@ -9,8 +9,8 @@ import pytest
 
 import bnlab
 from bnlab.methods.registry import REGISTRY
-from bnlab.studies import batched
-from bnlab.studies.surfaces import _resolve_batching
+from bnlab.studies.surfaces import batched
+from bnlab.studies.surfaces.site_runs import resolve_batching
 
 GRID = {"lengthscale": np.exp(np.linspace(-0.5, 1.5, 2)), "variance": np.exp(np.linspace(-1, 3, 3))}
 PROBIT = bnlab.likelihoods.Bernoulli("probit")
@@ -100,12 +100,12 @@ def test_every_other_method_batched_equals_scanned(data, method):
 def test_batching_is_resolved_and_checked(data):
     import jax
     cpu = jax.devices("cpu")
-    assert _resolve_batching("auto", cpu) == "scan"
-    assert _resolve_batching("vmap", cpu) == "vmap"
+    assert resolve_batching("auto", cpu) == "scan"
+    assert resolve_batching("vmap", cpu) == "vmap"
 
     class Accelerator:
         platform = "gpu"
-    assert _resolve_batching("auto", (Accelerator(),)) == "vmap"
+    assert resolve_batching("auto", (Accelerator(),)) == "vmap"
     model = bnlab.GP(bnlab.kernels.Matern52(), PROBIT)
     with pytest.raises(ValueError, match="batching"):
         bnlab.surface(model, data.X, data.y, methods=["laplace"], grid=GRID, batching="pmap")

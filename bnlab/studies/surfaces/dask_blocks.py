@@ -1,6 +1,6 @@
 """Surface blocks and AIS grid points as tasks of a Dask cluster (``dask.distributed``).
 
-The pool has the interface of ``surface_blocks.ThreadPool``: the calling process plans
+The pool has the interface of ``blocks.ThreadPool``: the calling process plans
 the blocks, keeps the warm-start sites and assembles the result, and each ready block
 goes to the cluster as one task — a pure function of its arguments, so a task whose
 worker dies is simply run again on another worker by Dask's scheduler. What every task

@@ -31,7 +31,7 @@ _ATTR = "bnlab_fingerprint"
 
 def fingerprint(**parts) -> dict[str, str]:
     """name → stable digest of each part (nested dicts/lists/strings/numbers/arrays)."""
-    from .._runtime.disk_cache import make_key
+    from ..._runtime.disk_cache import make_key
     return {name: make_key(value) for name, value in parts.items()}
 
 

@@ -18,7 +18,7 @@ marginal variances (``posterior.full``), the signed factor's leaves
 (``linalg.dense``) — is named, with its share, in benchmarks/README.md ("Batched
 surfaces").
 
-Each point follows exactly the rules of the scan path (``surfaces._solver``): it
+Each point follows exactly the rules of the scan path (``site_runs._solver``): it
 starts from the given warm-start sites or cold, a warm run that diverges is redone
 cold, the iteration count, converged / diverged flags and PSD flag are its own run's,
 and the returned state of a mean-only method has its marginal variances computed
@@ -26,7 +26,7 @@ once at the end, as ``Engine.run_pure`` does. So a point's value differs from th
 path's only by the rounding of batched against unbatched linear algebra (carried along
 to within the convergence tolerance).
 
-Two layouts of a group of blocks (``surface_blocks``; B blocks of L points):
+Two layouts of a group of blocks (``blocks``; B blocks of L points):
 
 * **warm** (``warm_start=True``): a ``lax.scan`` along the L positions of the blocks,
   each position one batched solve of the B blocks' points, each point warm-started
@@ -47,11 +47,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._runtime.compiled import CompiledCache
-from ..engine import batch_axis
-from ..engine.energies import energy as compute_energy
-from ..sites import Sites, init_sites
-from ..engine.state import Settings
+from ..._runtime.compiled import CompiledCache
+from ...engine import batch_axis
+from ...engine.energies import energy as compute_energy
+from ...sites import Sites, init_sites
+from ...engine.state import Settings
 
 __all__ = ["points_per_program", "solve_groups", "state_bytes", "free_bytes", "CPU_BYTES",
            "DEVICE_FRACTION", "BYTES_PER_STATE", "PAD_BYTES"]
@@ -92,7 +92,7 @@ def batched_points(engine, extra, names, with_test, alpha_axis):
     """solve(thetas (B, 2), start_nat1 (B, N, D), start_prec (B, N, D, D), use_start (B,),
     base, X, y, alpha, rho, tol, backtrack, accelerate, max_iters, Xs, ys) → dict of
     (B, ...) outputs, the fields of the scan path's ``solve_point``."""
-    from .surfaces import _point_alpha, point_params
+    from .axes import point_alpha, point_params
 
     def solve(thetas, start_nat1, start_prec, use_start, base, X, y, alpha, rho, tol,
               backtrack, accelerate, max_iters, Xs, ys):
@@ -102,7 +102,7 @@ def batched_points(engine, extra, names, with_test, alpha_axis):
             return point_params(base, names, theta)
 
         def settings(theta):
-            a = _point_alpha(names, theta, alpha) if alpha_axis else alpha
+            a = point_alpha(names, theta, alpha) if alpha_axis else alpha
             return Settings(a, rho, tol, backtrack, accelerate)
 
         def prepare(theta):
@@ -215,7 +215,7 @@ def _cold_program(solve, num_latents):
 def _program(engine, extra, names, with_test, alpha_axis, warm, devices):
     """The jitted program of one layout, its leading (batch) axis split over
     ``devices`` (``studies.devices.sharded``, each device one vmapped share)."""
-    from .devices import sharded
+    from ..devices import sharded
     key = ("vmap", engine, extra, names, with_test, alpha_axis, warm)
 
     def build():
@@ -228,8 +228,8 @@ def _program(engine, extra, names, with_test, alpha_axis, warm, devices):
 
 def state_bytes(engine, X, y, base, names) -> int:
     """Bytes of one grid point's iterate (``Engine.init_pure``'s state, prior included)."""
-    from .surfaces import point_params
-    from ..engine.state import make_settings
+    from .axes import point_params
+    from ...engine.state import make_settings
     theta = jnp.ones(len(names))
     shape = jax.eval_shape(lambda: engine.init_pure(point_params(base, names, theta), X, y,
                                                     make_settings()))
@@ -270,7 +270,7 @@ def _sizes(count: int, cap: int, lanes: int, multiple: int) -> tuple[int, int]:
 
 def solve_groups(engine, spec, thetas, nat1, prec, has, warm, devices, cap,
                  lanes=0) -> dict:
-    """Solve B blocks (``surfaces.solve_site_blocks``' arguments) with the vmapped
+    """Solve B blocks (``site_runs.solve_site_blocks``' arguments) with the vmapped
     programs: ``cap`` points per device and program, padded to ``lanes`` blocks (the
     scheduler's batch; a lone block only up to ``PAD_BYTES``), split into programs of
     one size where they do not fit. Returns numpy arrays (B, L, ...)."""

@@ -8,8 +8,8 @@ With warm starts the grid is walked as a comb: first the first column, top to bo
 column, so they are independent of each other and run in parallel: several at once in
 one call over every JAX device (``studies.devices``), from one or more threads
 (``ThreadPool``: XLA releases the GIL while it computes) or as tasks of a Dask cluster
-(``studies.dask_blocks``). On a CPU a Cholesky factorisation is one LAPACK call on one
-core however the points are batched (see ``surfaces._solver``), so concurrent blocks
+(``dask_blocks``). On a CPU a Cholesky factorisation is one LAPACK call on one
+core however the points are batched (see ``site_runs._solver``), so concurrent blocks
 are how a surface uses more than one core.
 
 Every block is padded to the same length (by repeating its last point, which then
@@ -23,6 +23,7 @@ rows wait for, then overlaps other runs' rows instead of leaving workers idle.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -31,7 +32,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 __all__ = ["Block", "plan_blocks", "for_runs", "padded", "run_blocks", "default_workers",
-           "ThreadPool", "CANCEL_GRACE_S"]
+           "ThreadPool", "CANCEL_GRACE_S", "is_cancelled"]
 
 #: after a cancel, how long the blocks already running may take to finish (their values
 #: are kept) before the caller gets control back without them: a cancel must work even
@@ -143,7 +144,7 @@ def run_blocks(blocks: list[Block], task: Callable[[list[Block]], tuple],
     calling thread, in completion order). Ready blocks of one run are grouped up to
     ``batch`` at a time (one group per device sweep, ``studies.devices``); ``task(group)``
     gives (fn, args) and ``pool`` (a ``ThreadPool`` or a Dask pool,
-    ``studies.dask_blocks``) runs fn(*args) with at most ``pool.slots`` groups in
+    ``dask_blocks``) runs fn(*args) with at most ``pool.slots`` groups in
     flight, so a cancel stops everything not started. Stops submitting once
     ``cancelled()`` (looked at while waiting too), keeps what the running groups
     return within ``CANCEL_GRACE_S`` and then abandons the rest; returns whether it
@@ -189,3 +190,12 @@ def run_blocks(blocks: list[Block], task: Callable[[list[Block]], tuple],
             pool.abandon(list(running))
             break
     return cancelled_at is not None
+
+
+def is_cancelled(cancel) -> bool:
+    """Whether ``cancel`` (None, a ``threading.Event`` or a callable) asks to stop."""
+    if cancel is None:
+        return False
+    if isinstance(cancel, threading.Event):
+        return cancel.is_set()
+    return bool(cancel())

@@ -398,9 +398,8 @@ def build_parser():
     s.add_argument("--mcmc-tolerance", type=TOLERANCE, default=0.05,
                    help="nats: a cell's MCMC interval [lower − 2se, upper + 2se] narrower "
                    "than this is resolved")
-    s.add_argument("--mcmc-start", choices=STARTS, default="ep",
-                   help="where AIS's annealing starts: EP's posterior (then Laplace's where "
-                        "EP does not converge), Laplace's, or the prior")
+    s.add_argument("--mcmc-start", choices=STARTS, default="ep", help="AIS anneals from EP's "
+                   "posterior (Laplace's where EP does not converge), Laplace's or the prior")
     s.add_argument("--seed", type=SEED, default=0)
     s.add_argument("--out", required=True, help="output netCDF file")
     s.add_argument("--store", default=None, metavar="PATH",

@@ -2,8 +2,7 @@
 
     bnlab surface --data FILE.csv --likelihood probit --methods ep,vi,ep_like --mcmc \\
                   --out surface.nc
-    bnlab reproduce li2023 --dataset breast_cancer [--folds 5 --seeds 10 --methods LA,EP \\
-                           --workers 2]
+    bnlab reproduce li2023 --dataset breast_cancer [--folds 5 --seeds 10 --workers 2]
     bnlab cache verify|clear
     bnlab warmup [--only lab,readme]
 

@@ -327,11 +327,6 @@ def test_likelihood_name_decisions_passes_values_and_facts():
     assert likelihood_name_decisions(source) == []
 
 
-#: UI files that still name G-KL while the lab's pages are rebuilt (issue 50): at most
-#: this many ``"gkl"`` literals each, falling to none as they read ``bnlab.methods.DIRECT``
-UI_GKL_PENDING = {"ui/settings.py": 2, "ui/runner.py": 4, "ui/catalog.py": 1}
-
-
 def gkl_literals(source: str) -> list[str]:
     """Where ``source`` writes the string ``"gkl"``, other than in an ``__all__`` (where
     it names the subpackage ``bnlab.gkl``). G-KL is recognised by its record
@@ -352,7 +347,7 @@ def test_gkl_is_named_only_by_its_family_and_the_registry():
         if rel.startswith("gkl/") or rel == "methods/registry.py":
             continue
         where = gkl_literals(path.read_text())
-        if len(where) > UI_GKL_PENDING.get(rel, 0):
+        if where:
             found.append(f"{rel}: {', '.join(where)}")
     assert not found, "'gkl' written outside bnlab/gkl and the registry:\n" + "\n".join(found)
 

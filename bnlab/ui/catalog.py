@@ -6,7 +6,7 @@ from __future__ import annotations
 
 
 from bnlab import kernels, likelihoods
-from bnlab.methods import HEURISTIC_BASES, REGISTRY, method_names
+from bnlab.methods import DIRECT, HEURISTIC_BASES, REGISTRY, method_names
 
 DATASETS = {
     "classification_1d": "Classification (1-D, ±1 labels)",
@@ -33,8 +33,6 @@ KERNEL_LABELS = {"matern12": "Matérn 1/2", "matern32": "Matérn 3/2", "matern52
 MODELS = {"full": "Full GP", "sparse": "Sparse GP (inducing points)",
           "markov": "Markov GP (state space, 1-D)"}
 
-#: what the methods that have no site record (``infer``'s direct methods) are
-DIRECT_DESCRIPTIONS = {"gkl": "Gaussian KL with a structured covariance (G-KL)"}
 BASES = HEURISTIC_BASES
 
 
@@ -42,7 +40,7 @@ def methods() -> dict:
     """{name: description} of every method ``infer`` accepts now, read from the registry
     when asked: a method added with ``bnlab.methods.register`` is offered by the lab
     built after it, with no UI edit."""
-    return {name: REGISTRY[name].description if name in REGISTRY else DIRECT_DESCRIPTIONS[name]
+    return {name: REGISTRY[name].description if name in REGISTRY else DIRECT[name].description
             for name in method_names()}
 
 

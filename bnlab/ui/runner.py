@@ -10,10 +10,11 @@ import numpy as np
 
 import bnlab
 from bnlab.likelihoods import predictive_moments
+from bnlab.methods import DIRECT
 
 from .problem import Problem
 
-__all__ = ["Runner", "GKLRunner", "make_runner", "ellipse_points"]
+__all__ = ["Runner", "DirectRunner", "make_runner", "ellipse_points"]
 
 
 #: iterations with an unchanged energy after which a run is stopped as stalled: a
@@ -79,8 +80,8 @@ class Runner(_Run):
     def __init__(self, problem: Problem, method: str, *, alpha=1.0, rho=0.5, tol=1e-8,
                  backtrack=True, accelerate=True, cubature_order=20, options=(),
                  max_iters: int | None = None):
-        if method == "gkl":
-            raise ValueError("G-KL has no site steps: use GKLRunner (make_runner does)")
+        if method in DIRECT:
+            raise ValueError(f"{method} has no site steps: use DirectRunner (make_runner does)")
         self.problem, self.method, self.alpha = problem, method, float(alpha)
         self.cubature = ("gauss_hermite", int(cubature_order))
         self.stepper = bnlab.Stepper(problem.model, problem.X, problem.y, method, alpha=alpha,
@@ -223,18 +224,19 @@ def _assemble(run, mean, cov, ey, vy, nat1, prec) -> dict:
     }
 
 
-class GKLRunner(_Run):
-    """G-KL (Challis & Barber 2013) optimises (m, C) directly, so it has no site
-    iterations to step through: the first ``step`` solves the whole optimisation with
-    ``bnlab.infer(method="gkl")`` and the energy trace is the optimiser's bound per
-    iteration. Same interface as ``Runner``. Sites are not defined (shown empty)."""
+class DirectRunner(_Run):
+    """A direct family (``bnlab.methods.DIRECT``; G-KL, Challis & Barber 2013) optimises
+    (m, C) directly, so it has no site iterations to step through: the first ``step``
+    solves the whole optimisation with ``bnlab.infer(method=...)`` and the energy trace
+    is the optimiser's bound per iteration. Same interface as ``Runner``. Sites are not
+    defined (shown empty)."""
 
-    def __init__(self, problem: Problem, *, covariance="full", band=None, rank=None,
-                 cubature_order=20, tol=1e-8, max_iters=500):
+    def __init__(self, problem: Problem, method: str, *, options=None, cubature_order=20,
+                 tol=1e-8, max_iters=500):
         if type(problem.model) is not bnlab.GP or problem.model.num_latents != 1:
-            raise ValueError("G-KL needs the full GP model with a one-latent likelihood")
-        self.problem, self.method = problem, "gkl"
-        self.options = {"covariance": covariance, "band": band, "rank": rank}
+            raise ValueError(f"{method} needs the full GP model with a one-latent likelihood")
+        self.problem, self.method = problem, method
+        self.options = dict(options or {})
         self.cubature, self.tol = ("gauss_hermite", int(cubature_order)), tol
         super().__init__(max_iters)
         self.reset()
@@ -255,8 +257,9 @@ class GKLRunner(_Run):
                 return 0
             p = self.problem
             opts = {k_: v for k_, v in self.options.items() if v is not None}
-            self.result = r = bnlab.infer(p.model, np.asarray(p.X), np.asarray(p.y), method="gkl",
-                                          params=p.params, max_iters=self.max_iters, tol=self.tol,
+            self.result = r = bnlab.infer(p.model, np.asarray(p.X), np.asarray(p.y),
+                                          method=self.method, params=p.params,
+                                          max_iters=self.max_iters, tol=self.tol,
                                           cubature=self.cubature, **opts)
             n = r.n_iters
             self.energy = [np.nan] + list(np.asarray(r.trace.energy)[:n])
@@ -270,7 +273,7 @@ class GKLRunner(_Run):
             return n
 
     def stop_reason(self) -> str | None:
-        """As for site runs; a solved G-KL run that neither converged nor diverged
+        """As for site runs; a solved direct run that neither converged nor diverged
         used up its ``max_iters`` optimiser iterations."""
         if self.result is None:
             return None
@@ -291,13 +294,13 @@ class GKLRunner(_Run):
         return _assemble(self, mean, cov, ey, vy, np.full(N, np.nan), np.full(N, np.nan))
 
     def local(self, i: int) -> dict:
-        raise ValueError("G-KL fits q directly: it has no sites, so no cavity or tilted "
-                         "distribution to show")
+        raise ValueError(f"{self.method} fits q directly: it has no sites, so no cavity or "
+                         "tilted distribution to show")
 
     def joint(self, i: int, j: int):
         with self._lock:
             if self.result is None:
-                raise ValueError("press run or step to solve G-KL first")
+                raise ValueError(f"press run or step to solve {self.method} first")
             C = np.asarray(self.result.joint_covariance(i, j))
             m = np.asarray(self.result.mean)[[i, j]]
         return m, C
@@ -307,12 +310,10 @@ class GKLRunner(_Run):
 
 def make_runner(problem: Problem, settings):
     """The runner for the settings' method (``LabSettings``)."""
-    if settings.method == "gkl":
-        cov = settings.covariance
-        band = settings.band if cov == "banded" else None
-        rank = settings.band if cov in ("chevron", "subspace", "factor_analysis") else None
-        return GKLRunner(problem, covariance=cov, band=band, rank=rank,
-                         cubature_order=settings.cubature_order, max_iters=settings.max_iters)
+    if settings.method in DIRECT:
+        return DirectRunner(problem, settings.method,
+                            options=settings.direct_options() if settings.structured() else {},
+                            cubature_order=settings.cubature_order, max_iters=settings.max_iters)
     return Runner(problem, settings.method, alpha=settings.effective_alpha(), rho=settings.rho,
                   backtrack=settings.backtrack, accelerate=settings.accelerate,
                   cubature_order=settings.cubature_order,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import param
 
 from bnlab.gkl import COVARIANCES
-from bnlab.methods import REGISTRY, takes_alpha
+from bnlab.methods import DIRECT, REGISTRY, takes_alpha
 
 from . import catalog
 from .presets import preset_changes
@@ -120,6 +120,19 @@ class LabSettings(param.Parameterized):
             return (("base", self.base),)
         return ()
 
+    def structured(self) -> bool:
+        """Whether the sidebar's method takes a covariance structure (a direct family
+        whose record lists the option, ``bnlab.methods.DIRECT``)."""
+        return self.method in DIRECT and "covariance" in DIRECT[self.method].options
+
+    def direct_options(self) -> dict:
+        """The covariance structure's options for a direct family: the structure, and
+        the sidebar's band as the band B (banded) or the rank K (chevron, subspace,
+        factor analysis)."""
+        cov = self.covariance
+        return {"covariance": cov, "band": self.band if cov == "banded" else None,
+                "rank": self.band if cov in ("chevron", "subspace", "factor_analysis") else None}
+
     def options_for(self, method: str) -> tuple:
         """The options ``method`` runs with in the lab: the sidebar's (the heuristic
         fix's base) for the sidebar's own method, the defaults for any other (Compare's
@@ -141,10 +154,12 @@ class LabSettings(param.Parameterized):
                             "(ep is α = 1)")
         if self.method != "heuristic":
             out["base"] = "only for the heuristic PSD fix"
-        if self.method == "gkl":
-            out["rho"] = "G-KL optimises (m, C) directly: there is no site damping"
-        else:
-            out["covariance"] = out["band"] = "covariance structure applies to G-KL only"
+        if self.method in DIRECT:
+            out["rho"] = f"{self.method} optimises (m, C) directly: there is no site damping"
+        if not self.structured():
+            with_structure = [n for n, d in DIRECT.items() if "covariance" in d.options]
+            out["covariance"] = out["band"] = ("covariance structure applies to "
+                                               f"{', '.join(with_structure)} only")
         ascending, mixed = ascends_elbo(), accelerated()
         if self.method not in ascending:
             out["backtrack"] = ("only for the methods whose iteration ascends the ELBO "
@@ -156,8 +171,8 @@ class LabSettings(param.Parameterized):
                                  "the other forms are not mixed")
         elif mixed[self.method].guard == "objective" and not self.backtrack:
             out["accelerate"] = "needs the step control: the ELBO test is its safeguard"
-        if self.method == "gkl" and self.covariance not in ("banded", "chevron", "subspace",
-                                                             "factor_analysis"):
+        if self.structured() and self.covariance not in ("banded", "chevron", "subspace",
+                                                          "factor_analysis"):
             out["band"] = "only for banded (band B) / chevron, subspace, factor analysis (rank K)"
         if self.kernel != "periodic":
             out["period"] = "only for the periodic kernel"

@@ -106,7 +106,7 @@ def test_every_pair_configures_a_run_or_names_its_control(pair):
 def _configure(problem, s):
     """What ``make_runner`` checks and builds before compiling anything."""
     if s.method == "gkl":
-        make_runner(problem, s)                # GKLRunner solves on the first step only
+        make_runner(problem, s)                # DirectRunner solves on the first step only
         return
     validate_settings(s.method, s.effective_alpha(), s.rho, 1, 1e-8)
     get_engine(problem.model, s.method, ("gauss_hermite", int(s.cubature_order)),

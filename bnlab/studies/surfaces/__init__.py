@@ -44,7 +44,7 @@ import xarray as xr
 
 from ...engine.loop import get_engine
 from ...infer import prepare_problem, validate_data, validate_settings
-from ...methods.registry import DIRECT, REGISTRY, check_method_name
+from ...methods.registry import DIRECT, REGISTRY, check_method_name, takes_alpha
 from ..devices import local_devices
 from ..work_limits import check_surface_size
 from .axes import LIKELIHOOD_AXES, grid_axes, point_params
@@ -165,11 +165,16 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
         raise ValueError(f"methods has duplicates: {methods}")
     damping = _per_method(damping, methods, "damping", 0.5)
     max_iters = _per_method(max_iters, methods, "max_iters", 200)
+    method_options = method_options or {}
+
+    def uses_alpha(m):               # the one α rule (``bnlab.methods.takes_alpha``)
+        return takes_alpha(m, base=method_options.get(m, {}).get("base", "vi"))
+
     for m in methods:
         if m == "mcmc":
             continue
         check_method_name(m)
-        validate_settings(m, 1.0 if m == "ep" else alpha, damping[m], max_iters[m], tol)
+        validate_settings(m, alpha if uses_alpha(m) else 1.0, damping[m], max_iters[m], tol)
     axes = grid_axes(model, grid)
     names = tuple(a[0] for a in axes)
     shape = (axes[0][1].size, axes[1][1].size)
@@ -180,7 +185,6 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
     with_test = X_test is not None and y_test is not None
     if with_test:
         X_test, y_test = validate_data(model, X_test, y_test, "X_test", width=X.shape[1])
-    method_options = method_options or {}
     N, D = X.shape[0], model.num_latents
     chunk = int(chunk_size) if chunk_size is not None else shape[1]
     if chunk < 1:
@@ -212,13 +216,13 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
     site_runs = []
     for run, members in groups.items():
         extra = tuple(REGISTRY[m].energy for m in members if m != run)
-        a = 1.0 if run == "ep" else float(alpha)
+        a = float(alpha) if uses_alpha(run) else 1.0
         const = (base, X, y, a, float(damping[run]), float(tol), bool(backtracking),
                  bool(acceleration), int(max_iters[run]),
                  X_test if with_test else np.zeros((1, X.shape[1])),
                  y_test if with_test else np.zeros(1))
         spec = SiteRunSpec(model, run, tuple(cubature), tuple(method_options.get(run, {}).items()),
-                           extra, names, int(max_iters[run]), with_test, run != "ep",
+                           extra, names, int(max_iters[run]), with_test, uses_alpha(run),
                            jax.tree_util.tree_map(np.asarray, const), batching,
                            int(batch_points or 0))
         if batching == "vmap":

@@ -223,7 +223,7 @@ def _program(engine, extra, names, with_test, alpha_axis, warm, devices):
         return _warm_program(solve) if warm else _cold_program(solve, engine.model.num_latents)
 
     fn = _PROGRAMS.get(key, build)
-    return sharded(fn, devices, 4 if warm else 1, key, mapped=False)
+    return sharded(fn, devices, 4 if warm else 1, key, mapped=False, export=True)
 
 
 def state_bytes(engine, X, y, base, names) -> int:

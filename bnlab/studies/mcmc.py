@@ -131,7 +131,8 @@ def ais_chunks(model, settings, with_test, params, sites, keys, X, y, Xs, ys, de
         return bdmc_point(model, p, s, X, y, k, Xs if with_test else None, ys, T, static)
 
     chunk = jax.vmap(one, in_axes=(0, 0, 0, None, None, None, None, None))
-    run = sharded(chunk, local_devices(devices), 3, ("ais", model.structure_key(), static, with_test))
+    run = sharded(chunk, local_devices(devices), 3, ("ais", model.structure_key(), static, with_test),
+                  export=True)
     return jax.tree_util.tree_map(np.asarray, run(params, sites, keys, X, y, Xs, ys, np.int32(T)))
 
 

@@ -122,7 +122,9 @@ def ais_chunks(model, settings, with_test, params, sites, keys, X, y, Xs, ys, de
     ``sites`` (the starts' (W, b), ``ais_start``) and ``keys`` have leading axes
     (chunks, points per chunk); the points of a chunk are
     vmapped, the chunks split over ``devices`` (``studies.devices.sharded``), so a
-    point's result does not depend on the grouping (to rounding). Numpy arrays out."""
+    point's result does not depend on the grouping (to rounding); the program is
+    called through its stored ``jax.export`` (its key, the model's structure key and
+    the static settings, describes it completely). Numpy arrays out."""
     from .devices import local_devices, sharded
 
     T, static = settings[0], settings[1:]       # one compiled program for every T

@@ -76,12 +76,15 @@ def run():
     res = bnlab.infer(probit, X[:20], y[:20], method="gkl", covariance="banded", band=3)
     mean, var = res.predict(X[20:])
     one = bnlab.mcmc.ais(probit, X[:20], y[:20], **AIS)
+    H = np.c_[X[:, :2], np.ones(24)]                     # Bayesian probit regression
+    reg = bnlab.gkl.fit(np.zeros(3), np.eye(3), H, probit.likelihood, y, "full")
     return {"surface": surf["log_marginal"].values.ravel().tolist(),
             "mcmc_upper": surf["mcmc_upper"].values.ravel().tolist(),
             "cold": cold["log_marginal"].values.ravel().tolist(),
             "gkl": [res.log_marginal, *np.ravel(mean), *np.ravel(var),
                     *np.ravel(res.log_predictive(X[20:], y[20:], reduce="none"))],
-            "ais": [one.log_z, one.log_z_upper, *one.log_weights, *np.ravel(one.samples)]}
+            "ais": [one.log_z, one.log_z_upper, *one.log_weights, *np.ravel(one.samples)],
+            "fit": [reg.bound, *reg.mean, *np.ravel(reg.covariance())]}
 
 with CompileLog() as log:
     out = {"values": run()}
@@ -128,11 +131,12 @@ def test_a_second_process_runs_solvers_and_engines_untraced_with_the_same_bits(t
 
 #: the programs SCRIPT_MORE exports: ``studies.devices``'s sharded programs (``call``: the
 #: vmap path's warm and cold layouts, the AIS chunks), G-KL's surface bound (``bound``)
-#: and its inference's run, predictions, predictive densities and summary, and the
-#: engine runs of AIS's EP start
+#: and its inference's run, predictions, predictive densities and summary, the engine
+#: runs of AIS's EP start, and ``bnlab.gkl.fit``'s solver (also ``run``)
 PROGRAMS_MORE = ("call", "bound", "run", "predict", "log_predictive", "summary", "run_pure")
-#: two vmap layouts, a G-KL bound, two AIS chunk shapes, four G-KL programs, two EP runs
-STORED_MORE = 11
+#: two vmap layouts, a G-KL bound, two AIS chunk shapes, four G-KL programs, two EP
+#: runs, a G-KL fit
+STORED_MORE = 12
 
 
 def test_a_second_process_runs_vmap_gkl_and_mcmc_programs_untraced_with_the_same_bits(

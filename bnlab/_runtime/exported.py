@@ -57,10 +57,12 @@ _CONFIG = ("jax_enable_x64", "jax_default_matmul_precision", "jax_default_prng_i
            "jax_threefry_partitionable", "jax_use_shardy_partitioner")
 _OFF = {"0", "false", "no", "off"}
 
-#: the wrappers in use: as many as the engines' cache holds programs (48 engines, a run,
-#: predict and log_predictive each) and the surfaces' solvers, so that a long-lived
-#: process (the lab) does not reload the programs it switches between
-_PROGRAMS = CompiledCache(maxsize=160)
+#: the wrappers in use: as many as bnlab's caches hold programs — the engines' (48, a run,
+#: predict and log_predictive each), ``studies.devices``'s sharded programs (16: the
+#: scan and vmap solvers, AIS's chunks), G-KL's bounds on a grid (8) and its inferences'
+#: (16, four programs each) — so that a long-lived process (the lab) does not reload the
+#: programs it switches between
+_PROGRAMS = CompiledCache(maxsize=232)
 
 
 def enabled() -> bool:

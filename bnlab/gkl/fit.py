@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import cubature as cub
+from .._runtime import exported
 from .._runtime.compiled import CompiledCache
 from ..likelihoods import Likelihood
 from .bound import kl_bound, site_precisions
@@ -88,12 +89,17 @@ _SOLVERS = CompiledCache(maxsize=16)
 
 def _compiled_solve(structure, lik, max_iters):
     """Compiled ``solve``, shared by likelihoods with the same structure key (their
-    numbers live in ``lik_params``)."""
+    numbers live in ``lik_params``), called through its stored ``jax.export``
+    (``bnlab._runtime.exported``: the key — the structure's name and integers, the
+    likelihood's structure key, ``max_iters`` — describes the program completely, so a
+    new process neither traces nor lowers it)."""
     key = (structure, lik.structure_key(), max_iters)
 
     def run(prior, lik_params, y, rule, tol):
         return solve(prior, structure, lik, lik_params, y, rule, max_iters=max_iters, tol=tol)
-    return _SOLVERS.get(key, lambda: jax.jit(run))
+
+    jitted = _SOLVERS.get(key, lambda: jax.jit(run))
+    return lambda *args: exported.call(jitted, ("gkl.fit", key), args)
 
 
 class GKLFit:

@@ -29,6 +29,7 @@ from jax.scipy.linalg import solve_triangular
 
 from .. import cubature as cub
 from ..methods.direct import DirectMethod
+from .._runtime import exported
 from .._runtime.compiled import CompiledCache
 from ..results import Result, Trace, stop_reason
 from .bound import kl_bound
@@ -80,11 +81,29 @@ def _gp_prior(model, params, X):
 _COMPILED = CompiledCache(maxsize=16)
 
 
+#: the programs of ``_build``, in its order
+_PROGRAM_NAMES = ("run", "predict", "log_predictive", "summary")
+
+
 def _compiled(model, structure, cubature, max_iters):
     """(run, predict, log_predictive, summary), jitted and shared by models with the same
-    structure key (every number lives in ``params``), as ``engine.get_engine`` does."""
+    structure key (every number lives in ``params``), as ``engine.get_engine`` does;
+    each called through its stored ``jax.export`` (``bnlab._runtime.exported``: the key
+    describes the program completely — the structure's ``repr`` is its name and
+    integers — so a new process neither traces nor lowers it)."""
     key = (model.structure_key(), structure, cubature, max_iters)
-    return _COMPILED.get(key, lambda: _build(model, structure, cubature, max_iters))
+
+    def build():
+        return tuple(_exported(jitted, ("gkl", key, name))
+                     for name, jitted in zip(_PROGRAM_NAMES, _build(model, structure, cubature,
+                                                                    max_iters)))
+    return _COMPILED.get(key, build)
+
+
+def _exported(jitted, program):
+    def call(*args):
+        return exported.call(jitted, program, args)
+    return call
 
 
 def _build(model, structure, cubature, max_iters):

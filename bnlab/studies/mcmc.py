@@ -122,7 +122,9 @@ def ais_chunks(model, settings, with_test, params, sites, keys, X, y, Xs, ys, de
     ``sites`` (the starts' (W, b), ``ais_start``) and ``keys`` have leading axes
     (chunks, points per chunk); the points of a chunk are
     vmapped, the chunks split over ``devices`` (``studies.devices.sharded``), so a
-    point's result does not depend on the grouping (to rounding). Numpy arrays out."""
+    point's result does not depend on the grouping (to rounding); the program is
+    called through its stored ``jax.export`` (its key, the model's structure key and
+    the static settings, describes it completely). Numpy arrays out."""
     from .devices import local_devices, sharded
 
     T, static = settings[0], settings[1:]       # one compiled program for every T
@@ -131,7 +133,8 @@ def ais_chunks(model, settings, with_test, params, sites, keys, X, y, Xs, ys, de
         return bdmc_point(model, p, s, X, y, k, Xs if with_test else None, ys, T, static)
 
     chunk = jax.vmap(one, in_axes=(0, 0, 0, None, None, None, None, None))
-    run = sharded(chunk, local_devices(devices), 3, ("ais", model.structure_key(), static, with_test))
+    run = sharded(chunk, local_devices(devices), 3, ("ais", model.structure_key(), static, with_test),
+                  export=True)
     return jax.tree_util.tree_map(np.asarray, run(params, sites, keys, X, y, Xs, ys, np.int32(T)))
 
 

@@ -1,6 +1,7 @@
 """Programs kept as serialised ``jax.export`` modules (``bnlab._runtime.exported``): a
-new process runs a surface's block solver and the engines' runs and predictions (a full
-and a Markov GP) without tracing or lowering them, and gets the same bits as the plain
+new process runs a surface's block solvers (scan and vmap paths), the engines' runs and
+predictions (a full and a Markov GP), G-KL's programs and the MCMC reference's AIS
+program without tracing or lowering them, and gets the same bits as the plain
 ``jax.jit`` path; the stored modules follow the disk cache's trust model (a damaged
 entry is recomputed, a directory others can write is refused)."""
 import json
@@ -53,11 +54,55 @@ print(json.dumps(out, default=float))
 """
 
 
-def _process(which, cache):
+#: the vmap path's programs (a warm and a cold surface), G-KL's (a surface's bound and an
+#: inference with its predictions) and the MCMC reference's (a surface's AIS chunk and
+#: ``bnlab.mcmc.ais``'s single point), as SCRIPT; the plain ``jax.jit`` run is logged too
+#: (it must trace the programs the stored ones replace)
+SCRIPT_MORE = """
+import json, os, sys
+import numpy as np
+from bnlab._runtime.compile_log import CompileLog
+import bnlab
+X, y = bnlab.datasets.synthetic_probit(n=24)
+grid = {"lengthscale": np.exp(np.linspace(-1, 3, 2)), "variance": np.exp(np.linspace(-2, 4, 2))}
+probit = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.Bernoulli("probit"))
+AIS = dict(num_temps=8, num_chains=4, posterior_steps=8, use_cache=False)
+
+def run():
+    surf = bnlab.surface(probit, X, y, methods=["laplace", "gkl", "mcmc"], grid=grid,
+                         batching="vmap", mcmc_options=AIS)
+    cold = bnlab.surface(probit, X, y, methods=["laplace"], grid=grid, batching="vmap",
+                         warm_start=False)
+    res = bnlab.infer(probit, X[:20], y[:20], method="gkl", covariance="banded", band=3)
+    mean, var = res.predict(X[20:])
+    one = bnlab.mcmc.ais(probit, X[:20], y[:20], **AIS)
+    H = np.c_[X[:, :2], np.ones(24)]                     # Bayesian probit regression
+    reg = bnlab.gkl.fit(np.zeros(3), np.eye(3), H, probit.likelihood, y, "full")
+    return {"surface": surf["log_marginal"].values.ravel().tolist(),
+            "mcmc_upper": surf["mcmc_upper"].values.ravel().tolist(),
+            "cold": cold["log_marginal"].values.ravel().tolist(),
+            "gkl": [res.log_marginal, *np.ravel(mean), *np.ravel(var),
+                    *np.ravel(res.log_predictive(X[20:], y[20:], reduce="none"))],
+            "ais": [one.log_z, one.log_z_upper, *one.log_weights, *np.ravel(one.samples)],
+            "fit": [reg.bound, *reg.mean, *np.ravel(reg.covariance())]}
+
+with CompileLog() as log:
+    out = {"values": run()}
+out.update(traced=log.traced, compiled=log.compiled)
+if sys.argv[1] == "second":
+    os.environ["BNLAB_EXPORT_CACHE"] = "0"
+    with CompileLog() as log:
+        out["plain"] = run()
+    out["plain_traced"] = log.traced
+print(json.dumps(out, default=float))
+"""
+
+
+def _process(which, cache, script=SCRIPT):
     env = {k: v for k, v in os.environ.items()
            if k not in ("JAX_COMPILATION_CACHE_DIR", "BNLAB_XLA_CACHE", "BNLAB_EXPORT_CACHE")}
     env.update(BNLAB_CACHE_DIR=str(cache), JAX_PLATFORMS="cpu", PYTHONPATH=str(ROOT))
-    out = subprocess.run([sys.executable, "-c", SCRIPT, which], cwd=ROOT, env=env,
+    out = subprocess.run([sys.executable, "-c", script, which], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -82,6 +127,33 @@ def test_a_second_process_runs_solvers_and_engines_untraced_with_the_same_bits(t
         np.testing.assert_array_equal(second["values"][k], v, err_msg=k)
         np.testing.assert_array_equal(second["plain"][k], v, err_msg=k)
     assert all(second["values"]["converged"])
+
+
+#: the programs SCRIPT_MORE exports: ``studies.devices``'s sharded programs (``call``: the
+#: vmap path's warm and cold layouts, the AIS chunks), G-KL's surface bound (``bound``)
+#: and its inference's run, predictions, predictive densities and summary, the engine
+#: runs of AIS's EP start, and ``bnlab.gkl.fit``'s solver (also ``run``)
+PROGRAMS_MORE = ("call", "bound", "run", "predict", "log_predictive", "summary", "run_pure")
+#: two vmap layouts, a G-KL bound, two AIS chunk shapes, four G-KL programs, two EP
+#: runs, a G-KL fit
+STORED_MORE = 12
+
+
+def test_a_second_process_runs_vmap_gkl_and_mcmc_programs_untraced_with_the_same_bits(
+        tmp_path):
+    first = _process("first", tmp_path, SCRIPT_MORE)
+    assert set(PROGRAMS_MORE) <= set(first["traced"]) and first["compiled"], first
+    assert len(list((tmp_path / "exported").glob("*.npz"))) == STORED_MORE
+    second = _process("second", tmp_path, SCRIPT_MORE)
+    assert not set(PROGRAMS_MORE) & set(second["traced"]), second["traced"]
+    assert "exported_program" in second["traced"] and second["compiled"] == [], second
+    # the plain path traces what the stored programs replace (what the test checks)
+    assert set(PROGRAMS_MORE) <= set(second["plain_traced"]), second["plain_traced"]
+    for k, v in first["values"].items():
+        np.testing.assert_array_equal(second["values"][k], v, err_msg=k)
+        np.testing.assert_array_equal(second["plain"][k], v, err_msg=k)
+    assert np.all(np.isfinite(first["values"]["surface"]))
+    assert np.all(np.isfinite(first["values"]["ais"]))
 
 
 @pytest.fixture

@@ -214,7 +214,10 @@ def _cold_program(solve, num_latents):
 
 def _program(engine, extra, names, with_test, alpha_axis, warm, devices):
     """The jitted program of one layout, its leading (batch) axis split over
-    ``devices`` (``studies.devices.sharded``, each device one vmapped share)."""
+    ``devices`` (``studies.devices.sharded``, each device one vmapped share), called
+    through its stored ``jax.export``: the key (the engine's, the outputs, the grid's
+    names, the layout) describes the program completely, so a new process neither
+    traces nor lowers it."""
     from ..devices import sharded
     key = ("vmap", engine, extra, names, with_test, alpha_axis, warm)
 
@@ -223,7 +226,7 @@ def _program(engine, extra, names, with_test, alpha_axis, warm, devices):
         return _warm_program(solve) if warm else _cold_program(solve, engine.model.num_latents)
 
     fn = _PROGRAMS.get(key, build)
-    return sharded(fn, devices, 4 if warm else 1, key, mapped=False)
+    return sharded(fn, devices, 4 if warm else 1, key, mapped=False, export=True)
 
 
 def state_bytes(engine, X, y, base, names) -> int:

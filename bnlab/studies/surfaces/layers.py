@@ -7,11 +7,36 @@ import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 
+from ..._runtime import exported
+from ..._runtime.compiled import CompiledCache
 from ...infer import infer
 from .axes import point_params
 from .blocks import is_cancelled
 
 __all__ = ["run_direct", "run_mcmc", "gather"]
+
+_DIRECT = CompiledCache(maxsize=8)
+
+
+def _direct_bound(record, model, names, max_iters, tol, cubature, options):
+    """bound(thetas (R, 2), base, X, y) → (R,): the record's pure ``bound_at_optimum``
+    at each θ under ``lax.map``, jitted once per key and models with the same structure
+    key (every number is an argument), and called through its stored ``jax.export``
+    (``bnlab._runtime.exported``: the key describes the program completely, so a new
+    process neither traces nor lowers it)."""
+    key = ("direct", record.name, model.structure_key(), names, max_iters, tol, cubature,
+           options)
+
+    def build():
+        def bound(thetas, base, X, y):
+            return jax.lax.map(lambda t: record.bound_at_optimum(
+                point_params(base, names, t), X, y, model=model, max_iters=max_iters,
+                tol=tol, cubature=cubature, **dict(options)), thetas)
+        return jax.jit(bound)
+
+    jitted = _DIRECT.get(key, build)
+    return lambda *args: exported.call(jitted, key, args)
+
 
 def run_direct(record, model, X, y, test, base, names, thetas, r, options, max_iters, tol,
                cubature, cancel, report):
@@ -22,15 +47,14 @@ def run_direct(record, model, X, y, test, base, names, thetas, r, options, max_i
     options the pure form does not take, each point is a ``bnlab.infer`` call in a loop
     (compiled once): the predictive needs the optimised q."""
     if test is None and set(options) <= set(record.bound_options):
-        bound = jax.jit(lambda th: jax.lax.map(lambda t: record.bound_at_optimum(
-            point_params(base, names, t), X, y, model=model, max_iters=int(max_iters),
-            tol=float(tol), cubature=tuple(cubature), **options), th))
+        bound = _direct_bound(record, model, names, int(max_iters), float(tol),
+                              tuple(cubature), tuple(sorted(options.items())))
         row = thetas.shape[0] // np.unique(thetas[:, 0]).size      # one grid row
         for start in range(0, thetas.shape[0], row):
             if is_cancelled(cancel):
                 return True
             idx = np.arange(start, min(start + row, thetas.shape[0]))
-            r["log_marginal"][idx] = np.asarray(bound(jnp.asarray(thetas[idx])))
+            r["log_marginal"][idx] = np.asarray(bound(jnp.asarray(thetas[idx]), base, X, y))
             ok = np.isfinite(r["log_marginal"][idx])
             r["converged"][idx], r["psd"][idx], r["diverged"][idx] = ok, ok, ~ok
             report(idx.size)

@@ -137,6 +137,11 @@ class Likelihood:
         """ValueError where float64 cannot hold the problem with this prior variance and
         these targets; nothing by default."""
 
+    def initial_site_precision(self, params):
+        """The site precision a cold start takes (``Engine.init_pure``), or None for
+        ``sites.INITIAL_SITE_PRECISION``."""
+        return None
+
     def power_ep_site(self, params, y, cavity_mean, cond_var, alpha):
         """Power EP's site targets (J, H) at the cavity in closed form, where the tilted
         moments determine the site without the cavity's variance; None (the default)

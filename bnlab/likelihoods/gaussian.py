@@ -74,6 +74,10 @@ class Gaussian(Likelihood):
     def log_expected_power_in_closed_form(self, alpha):
         return True
 
+    def initial_site_precision(self, params):
+        """1/σ_n², every method's fixed-point precision for a full GP."""
+        return 1.0 / params["noise"]
+
     def power_ep_site(self, params, y, cavity_mean, cond_var, alpha):
         """With log Z = log N(y | m\\, v\\ + c + σ²/α) (c the sparse GP's K_nn − Q_nn), the
         site precision −H = −h/(α(1 + v\\h)) is 1/(σ² + αc) and J = (y − m\\)/(σ² + αc):

@@ -99,7 +99,12 @@ def _pep_site_term(lik, rule, inp: LocalInput, with_derivatives=False):
     else:
         log_z = log_tilted_normaliser(lik, rule, inp, mc, Vc)
     r = inp.residual
-    log_dets = 0.5 * (logdet_small(inp.cov) + logdet_small(Pc))
+    # ½(log|C| + log|P\\|) = ½log|C P\\| = ½log|(1 − α)I + αS|, S = I − CΛ̄: finite where
+    # the site variable is deterministic (C = 0: a sparse GP's inducing points far from
+    # x_n, where log|C| = −∞ and log|P\\| = +∞ made the energy NaN)
+    eye = jnp.eye(inp.cov.shape[-1])
+    share = eye - inp.cov @ inp.prec if inp.share is None else inp.share
+    log_dets = 0.5 * logdet_small((1.0 - inp.alpha) * eye + inp.alpha * share)
     quadratic = -0.5 * inp.mean @ r + 0.5 * inp.alpha * r @ Vc @ r
     term = jnp.where(ok, (log_z - log_dets) / inp.alpha + quadratic, jnp.nan)
     return (term, (g, h)) if with_derivatives else term

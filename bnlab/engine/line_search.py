@@ -18,13 +18,17 @@ and the iteration, monotone in Ψ, reaches it.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 
 from ..sites import Marginals, Sites, half_logdet, site_residual
+from . import batch_axis
 from .state import ASCENT_SLACK
 
-__all__ = ["psi", "falls", "shortened", "ARMIJO", "MAX_HALVINGS"]
+__all__ = ["Search", "search", "energy_settled", "psi", "falls", "shortened", "ARMIJO",
+           "MAX_HALVINGS"]
 
 #: Armijo's sufficient-increase constant: Ψ(t) ≥ Ψ(0) + ARMIJO · t · Ψ'(0)
 ARMIJO = 1e-4
@@ -86,3 +90,43 @@ def shortened(lik, lik_params, y, start: Marginals, start_sites: Sites, sites: S
                               (jnp.asarray(0), jnp.asarray(1.0)))
     new_sites, new_marg, _ = _on_line(start, r0, sites, marg, t)
     return new_sites, new_marg
+
+
+class Search(NamedTuple):
+    """What the line search on Ψ found for one proposal (``search``)."""
+    mixed_fell: jnp.ndarray    # a mixed proposal lowers Ψ: it is rejected
+    settled: jnp.ndarray       # Ψ rose by less than the convergence test allows
+
+
+def search(lik, lik_params, y, settings, start: Marginals, start_sites: Sites, sites: Sites,
+           marg: Marginals, extrapolated):
+    """(sites, marginals, ``Search``) of a proposal at ρ_k (``settings``). Under the step
+    control a plain step that lowers Ψ, or overflows it, is ``shortened``; a mixed
+    (``extrapolated``) one that does is to be rejected (the next step is a plain one); a
+    step that raises Ψ is the paper's damped step, unchanged. Such a run has converged
+    only once Ψ has too: a step of ρ towards the mode of a quadratic raises Ψ by at
+    least ρ times its remaining gap, so a rise above ρ_k·tol·(1 + |Ψ|) means the energy
+    is further than tol (relative) from its limit. The site test alone does not say
+    so where the curvature is large: Ψ's gap is about W δ²/2 for a mean δ off the mode,
+    and at a Poisson count of 1e12 (W = 1e12) Laplace–Gauss–Newton stopped 0.43 nats
+    short."""
+    psi0 = psi(lik, lik_params, y, start.mean, site_residual(start, start_sites))
+    psi1 = psi(lik, lik_params, y, marg.mean, site_residual(marg, sites))
+    fell = settings.backtrack & falls(psi0, psi1)
+    shorten = fell & ~extrapolated & marg.psd & jnp.all(jnp.isfinite(marg.mean))
+    sites, marg = batch_axis.cond(
+        shorten, lambda: shortened(lik, lik_params, y, start, start_sites, sites, marg),
+        lambda: (sites, marg))
+    rise = psi(lik, lik_params, y, marg.mean, site_residual(marg, sites)) - psi0
+    settled = ~(rise > settings.rho * settings.tol * (1.0 + jnp.abs(psi0)))
+    return sites, marg, Search(fell & extrapolated, settled)
+
+
+def energy_settled(settings, old_energy, energy):
+    """The step changed the energy by at most ρ_k·tol·(1 + |energy|). The line-searched
+    methods' damped site precisions approach W(m̂) by 1 − ρ a step; the site test
+    judges a precision far below the prior's (a logit site at large |f|) against a
+    floor of its own, while ½log|I + KΛ̄| moves by about K_nn times its change (3e-7
+    nats at σ² = e¹⁰ on the 281-point logit benchmark)."""
+    scale = 1.0 + jnp.abs(old_energy)
+    return ~(jnp.abs(energy - old_energy) > settings.rho * settings.tol * scale)

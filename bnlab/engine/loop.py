@@ -106,12 +106,6 @@ class _Mix(NamedTuple):
     residual: Any
 
 
-class _Search(NamedTuple):
-    """What the line search on Ψ found (``Engine._searched``)."""
-    mixed_fell: jnp.ndarray    # a mixed proposal lowers Ψ: it is rejected
-    settled: jnp.ndarray       # Ψ rose by less than the convergence test allows
-
-
 class _Verdict(NamedTuple):
     """What a step's judgement decided (``Engine._judge``)."""
     accepted: jnp.ndarray      # valid, not lower in the objective, passed the safeguard
@@ -323,45 +317,20 @@ class Engine:
         return jnp.where(fell & ~extrapolated, 0.5 * rho, rho)
 
     def _searched(self, params, y, settings, state: State, sites, marg, mix):
-        """(sites, marginals, ``_Search``) of the proposal at ρ_k (``settings``). For a
-        method whose fixed point is the mode of Ψ = log p(y|f) − ½fᵀK⁻¹f
-        (``Method.line_search``), under the step control a plain step that lowers Ψ,
-        or overflows it, is shortened along the line in f by a backtracking search
-        (``bnlab.engine.line_search``), and a mixed one that does is to be rejected
-        (the next step is a plain one); a step that raises Ψ is the paper's damped
-        step, unchanged. Such a run has converged only once Ψ has too: a step of ρ
-        towards the mode of a quadratic raises Ψ by at least ρ times its remaining
-        gap, so a rise above ρ_k·tol·(1 + |Ψ|) means the energy is further than tol
-        (relative) from its limit. The site test alone does not say so where the
-        curvature is large: Ψ's gap is about W δ²/2 for a mean δ off the mode, and
-        at a Poisson count of 1e12 (W = 1e12) Laplace–Gauss–Newton stopped 0.43 nats
-        short."""
+        """(sites, marginals, ``line_search.Search``) of the proposal at ρ_k
+        (``settings``): for a method whose fixed point is Ψ's mode
+        (``Method.line_search``) a plain step that lowers Ψ is shortened, a mixed one is
+        to be rejected, and convergence waits for Ψ (``line_search.search``)."""
         if not self.method.line_search:
-            return sites, marg, _Search(jnp.asarray(False), jnp.asarray(True))
-        lp = params["likelihood"]
-        start = state.marginals
-        psi0 = line_search.psi(self.lik, lp, y, start.mean, site_residual(start, state.sites))
-        psi1 = line_search.psi(self.lik, lp, y, marg.mean, site_residual(marg, sites))
-        fell = settings.backtrack & line_search.falls(psi0, psi1)
-        search = fell & ~mix.extrapolated & marg.psd & jnp.all(jnp.isfinite(marg.mean))
-        sites, marg = batch_axis.cond(
-            search, lambda: line_search.shortened(self.lik, lp, y, start, state.sites,
-                                                   sites, marg),
-            lambda: (sites, marg))
-        rise = line_search.psi(self.lik, lp, y, marg.mean, site_residual(marg, sites)) - psi0
-        settled = ~(rise > settings.rho * settings.tol * (1.0 + jnp.abs(psi0)))
-        return sites, marg, _Search(fell & mix.extrapolated, settled)
+            return sites, marg, line_search.Search(jnp.asarray(False), jnp.asarray(True))
+        return line_search.search(self.lik, params["likelihood"], y, settings, state.marginals,
+                                  state.sites, sites, marg, mix.extrapolated)
 
     def _energy_settled(self, settings, state: State, energy):
-        """For the line-searched methods: the step changed the energy by at most
-        ρ_k·tol·(1 + |energy|). Their damped site precisions approach W(m̂) by 1 − ρ a
-        step; the site test judges a precision far below the prior's (a logit site at
-        large |f|) against a floor of its own, while ½log|I + KΛ̄| moves by about K_nn
-        times its change (3e-7 nats at σ² = e¹⁰ on the 281-point logit benchmark)."""
+        """True, or for the line-searched methods ``line_search.energy_settled``."""
         if not self.method.line_search:
             return jnp.asarray(True)
-        scale = 1.0 + jnp.abs(state.energy)
-        return ~(jnp.abs(energy - state.energy) > settings.rho * settings.tol * scale)
+        return line_search.energy_settled(settings, state.energy, energy)
 
     # Anderson acceleration (``Settings.accelerate``, ``Method.mixing``)
     def _mixed(self, state: State, plain: Sites, settings):

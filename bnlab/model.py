@@ -105,6 +105,13 @@ class GP:
                 raise ValueError(f"params['inducing'] must be a finite (M, {width}) array, as many "
                                  f"columns as the inputs have, got shape {Z.shape}")
 
+    def check_scales(self, params, y):
+        """ValueError where float64 cannot hold the problem at these hyperparameters
+        (``Likelihood.check_scales``, given the largest prior variance: every kernel's
+        diagonal is its ``variance``)."""
+        largest = max(float(kp["variance"]) for kp in params["kernel"])
+        self.likelihood.check_scales(params["likelihood"], largest, np.asarray(y))
+
     def prior_covariance(self, params, X1, X2):
         """Prior covariance between the stacked latents at X1 and X2: (N1·D, N2·D)."""
         D = self.num_latents

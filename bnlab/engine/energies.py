@@ -34,7 +34,7 @@ import jax.numpy as jnp
 from ..methods.base import LocalInput
 from ..methods.targets import (cavity, expected_log_lik_derivatives, log_tilted_normaliser,
                                tilted_derivatives)
-from ..sites import Marginals, Sites, site_residual
+from ..sites import Marginals, Sites, half_logdet, site_residual
 from ..linalg.small_blocks import logdet_small
 
 __all__ = ["laplace_energy", "variational_energy", "variational_energy_and_derivatives",
@@ -52,8 +52,7 @@ def laplace_energy(lik, rule, lik_params, y, marg: Marginals, sites: Sites, alph
     m = marg.mean
     log_lik = jnp.sum(jax.vmap(lambda yn, mn: lik.log_prob(lik_params, yn, mn))(y, m))
     Kinv_m = site_residual(marg, sites)
-    half_logdet_B = 0.5 * jnp.sum(sites.nat1 * m) - marg.log_norm
-    return log_lik - 0.5 * jnp.sum(m * Kinv_m) - half_logdet_B
+    return log_lik - 0.5 * jnp.sum(m * Kinv_m) - half_logdet(marg, sites)
 
 
 def _kl(marg: Marginals, sites: Sites):
@@ -63,9 +62,8 @@ def _kl(marg: Marginals, sites: Sites):
     Σ ν̄ᵀm − ½Σ Λ̄(C + mmᵀ) − log_norm it sums terms of the size of the site
     precisions (1e12 under Gaussian noise 1e-12) to get one of the size of log p(y)."""
     m, C = marg.mean, marg.cov
-    half_logdet = 0.5 * jnp.sum(sites.nat1 * m) - marg.log_norm
     return (0.5 * jnp.sum(m * site_residual(marg, sites))
-            - 0.5 * jnp.sum(sites.prec * jnp.swapaxes(C, -1, -2)) + half_logdet)
+            - 0.5 * jnp.sum(sites.prec * jnp.swapaxes(C, -1, -2)) + half_logdet(marg, sites))
 
 
 def variational_energy(lik, rule, lik_params, y, marg: Marginals, sites: Sites, alpha=1.0):
@@ -101,7 +99,12 @@ def _pep_site_term(lik, rule, inp: LocalInput, with_derivatives=False):
     else:
         log_z = log_tilted_normaliser(lik, rule, inp, mc, Vc)
     r = inp.residual
-    log_dets = 0.5 * (logdet_small(inp.cov) + logdet_small(Pc))
+    # ½(log|C| + log|P\\|) = ½log|C P\\| = ½log|(1 − α)I + αS|, S = I − CΛ̄: finite where
+    # the site variable is deterministic (C = 0: a sparse GP's inducing points far from
+    # x_n, where log|C| = −∞ and log|P\\| = +∞ made the energy NaN)
+    eye = jnp.eye(inp.cov.shape[-1])
+    share = eye - inp.cov @ inp.prec if inp.share is None else inp.share
+    log_dets = 0.5 * logdet_small((1.0 - inp.alpha) * eye + inp.alpha * share)
     quadratic = -0.5 * inp.mean @ r + 0.5 * inp.alpha * r @ Vc @ r
     term = jnp.where(ok, (log_z - log_dets) / inp.alpha + quadratic, jnp.nan)
     return (term, (g, h)) if with_derivatives else term
@@ -113,14 +116,9 @@ def _pep_terms(lik, rule, lik_params, y, marg, sites, alpha, with_derivatives):
     return jax.vmap(lambda i: _pep_site_term(lik, rule, i, with_derivatives), in_axes=(axes,))(inp)
 
 
-def _half_logdet(marg: Marginals, sites: Sites):
-    """½ log|I + KΛ̄| = ½ν̄ᵀm − log_norm."""
-    return 0.5 * jnp.sum(sites.nat1 * marg.mean) - marg.log_norm
-
-
 def power_ep_energy(lik, rule, lik_params, y, marg: Marginals, sites: Sites, alpha=1.0):
     terms = _pep_terms(lik, rule, lik_params, y, marg, sites, alpha, False)
-    return jnp.sum(terms) - _half_logdet(marg, sites)
+    return jnp.sum(terms) - half_logdet(marg, sites)
 
 
 def power_ep_energy_and_derivatives(lik, rule, lik_params, y, marg: Marginals, sites: Sites,
@@ -128,7 +126,7 @@ def power_ep_energy_and_derivatives(lik, rule, lik_params, y, marg: Marginals, s
     """The PEP energy and each site's (∇, ∇²) of log Z at its cavity mean — the next
     PEP step's (g, h) — from the same cubature pass."""
     terms, derivatives = _pep_terms(lik, rule, lik_params, y, marg, sites, alpha, True)
-    return jnp.sum(terms) - _half_logdet(marg, sites), derivatives
+    return jnp.sum(terms) - half_logdet(marg, sites), derivatives
 
 
 ENERGIES = {"laplace": laplace_energy, "vfe": variational_energy, "pep": power_ep_energy}

@@ -75,7 +75,7 @@ import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
 from .. import cubature
-from . import anderson, batch_axis
+from . import anderson, batch_axis, line_search
 from .._runtime import exported
 from .._runtime.compiled import CompiledCache
 from .energies import energy as compute_energy
@@ -185,9 +185,17 @@ class Engine:
         return values[m.energy], values.get(m.ascends, jnp.asarray(jnp.nan)), derivatives
 
     def init_pure(self, params, X, y, settings, sites=None) -> State:
+        """The state before the first step, at ``sites`` or cold: ``init_sites``, at the
+        likelihood's own site precision where it has one (``Likelihood.
+        initial_site_precision``: a Gaussian's 1/σ_n², so that the first posterior is
+        no worse conditioned than the answer's; from 0.01 at σ² = 1e17 and σ_n² = 1e12
+        with inputs within 1e-3 lengthscales, I + 0.01K was singular to float64 and EP
+        diverged with a NaN energy where the problem itself is well conditioned)."""
         prior = self.structure.prepare(self.model, params, X)
         if sites is None:
-            sites = init_sites(X.shape[0], self.model.num_latents)
+            own = self.lik.initial_site_precision(params["likelihood"])
+            sites = init_sites(X.shape[0], self.model.num_latents,
+                               *(() if own is None else (own,)))
         return self.start_pure(params, y, settings, prior, sites)
 
     def _prior_scale(self, params, X):
@@ -265,10 +273,11 @@ class Engine:
         plain, aux, site_ok = self.propose_pure(params, X, y, at_rho, state)
         sites, mix = self._mixed(state, plain, settings)
         marg = self._step_marginals(state.prior, sites)
+        sites, marg, search = self._searched(params, y, at_rho, state, sites, marg, mix)
         energy, objective, derivatives = self._energy(params, y, marg, sites, settings)
         proposal = State(state.prior, sites, marg, aux, energy, objective, rho, derivatives,
                          state.history)
-        verdict = self._judge(params, X, y, at_rho, state, proposal, mix)
+        verdict = self._judge(params, X, y, at_rho, state, proposal, mix, search.mixed_fell)
         # the plain step's change: the residual at the current state, whichever step is
         # taken; a site whose local update failed (a singular tilted system, a cavity
         # that is not PD) keeps its old value, which is no evidence of a fixed point:
@@ -281,7 +290,8 @@ class Engine:
         out = self._next_state(state, proposal, best, verdict,
                                self._next_history(state, mix, verdict.accepted),
                                self._next_step_size(rho, verdict.fell, mix.extrapolated))
-        return out, self._step_info(settings, proposal, out, change, undamped, verdict)
+        settled = search.settled & self._energy_settled(at_rho, state, energy)
+        return out, self._step_info(settings, proposal, out, change, undamped, verdict, settled)
 
     # step control (``Settings.backtrack``)
     def _step_size(self, settings, state: State):
@@ -305,6 +315,22 @@ class Engine:
         unstable damped map, which persists); a mixed step that fell keeps ρ_k — the
         plain step was not tried."""
         return jnp.where(fell & ~extrapolated, 0.5 * rho, rho)
+
+    def _searched(self, params, y, settings, state: State, sites, marg, mix):
+        """(sites, marginals, ``line_search.Search``) of the proposal at ρ_k
+        (``settings``): for a method whose fixed point is Ψ's mode
+        (``Method.line_search``) a plain step that lowers Ψ is shortened, a mixed one is
+        to be rejected, and convergence waits for Ψ (``line_search.search``)."""
+        if not self.method.line_search:
+            return sites, marg, line_search.Search(jnp.asarray(False), jnp.asarray(True))
+        return line_search.search(self.lik, params["likelihood"], y, settings, state.marginals,
+                                  state.sites, sites, marg, mix.extrapolated)
+
+    def _energy_settled(self, settings, state: State, energy):
+        """True, or for the line-searched methods ``line_search.energy_settled``."""
+        if not self.method.line_search:
+            return jnp.asarray(True)
+        return line_search.energy_settled(settings, state.energy, energy)
 
     # Anderson acceleration (``Settings.accelerate``, ``Method.mixing``)
     def _mixed(self, state: State, plain: Sites, settings):
@@ -374,16 +400,19 @@ class Engine:
                   & ~jnp.isnan(proposal.energy))
         return proposal.marginals.psd & finite, finite_sites
 
-    def _judge(self, params, X, y, settings, state: State, proposal: State, mix) -> _Verdict:
+    def _judge(self, params, X, y, settings, state: State, proposal: State, mix,
+               mixed_fell) -> _Verdict:
         """Whether the proposal is accepted: valid, not lower in the ascended objective
         (``_ascent_fell``) and, if mixed, passing the residual safeguard
-        (``_mixed_step_worse``). An invalid plain step diverges the run; an invalid
-        mixed one is only rejected. ``settings`` carries ρ_k."""
+        (``_mixed_step_worse``) and not lowering Ψ (``mixed_fell``, ``_searched``). An
+        invalid plain step diverges the run; an invalid mixed one is only rejected.
+        ``settings`` carries ρ_k."""
         valid, finite_sites = self._validity(proposal)
         invalid = ~valid
         diverged = invalid & ~mix.extrapolated      # a failed extrapolation is only rejected
         fell = self._ascent_fell(settings, state, proposal, invalid)
-        worse = self._mixed_step_worse(params, X, y, settings, proposal, mix, invalid)
+        worse = mixed_fell | self._mixed_step_worse(params, X, y, settings, proposal, mix,
+                                                    invalid)
         return _Verdict(~invalid & ~fell & ~worse, diverged, fell, finite_sites)
 
     def _next_state(self, state: State, proposal: State, best: Best, verdict: _Verdict,
@@ -408,11 +437,12 @@ class Engine:
                      keep(state.iteration + 1, state.iteration, best.iteration), best)
 
     def _step_info(self, settings, proposal: State, out: State, change, undamped,
-                   verdict: _Verdict) -> StepInfo:
+                   verdict: _Verdict, settled) -> StepInfo:
         """The step's trace record. Its PSD flags and minimum site/cavity precisions are
         the proposed state's (what a rejection was about); its energy the next state's,
         NaN where the run diverged; ``converged``: accepted with an undamped change
-        below ``tol`` (module docstring)."""
+        below ``tol`` (module docstring) and, for the line-searched methods, Ψ
+        ``settled`` (``_searched``)."""
         sites, marg, finite_sites = proposal.sites, proposal.marginals, verdict.finite_sites
         if self.mean_only:           # these methods have no cavity (nor was C computed)
             cavity_ok, min_cavity = jnp.asarray(True), jnp.asarray(jnp.nan)
@@ -429,7 +459,7 @@ class Engine:
             min_site_precision=jnp.min(min_eigenvalue(sites.prec)),
             min_cavity_precision=min_cavity,
             accepted=verdict.accepted, diverged=verdict.diverged,
-            converged=verdict.accepted & (undamped < settings.tol))
+            converged=verdict.accepted & (undamped < settings.tol) & settled)
 
     def step(self, params, X, y, settings, state: State):
         """Jitted ``step_pure``. The prior passes through a step unchanged, and returning

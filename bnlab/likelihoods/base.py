@@ -134,6 +134,21 @@ class Likelihood:
         return cubature.log_expectation_exp_derivatives(logg, rule, mean, cov,
                                                         self.increasing_direction(y), bound)
 
+    def check_scales(self, params, prior_variance, y):
+        """ValueError where float64 cannot hold the problem with this prior variance and
+        these targets; nothing by default."""
+
+    def initial_site_precision(self, params):
+        """The site precision a cold start takes (``Engine.init_pure``), or None for
+        ``sites.INITIAL_SITE_PRECISION``."""
+        return None
+
+    def power_ep_site(self, params, y, cavity_mean, cond_var, alpha):
+        """Power EP's site targets (J, H) at the cavity in closed form, where the tilted
+        moments determine the site without the cavity's variance; None (the default)
+        takes them from log Z's derivatives (``methods.power_ep``)."""
+        return None
+
     def slr_moments(self, params, mean, cov, rule):
         """The moments of the statistical linear regression of ν(f) = E[y|f] under
         N(mean, cov) (posterior linearisation, Wilkinson et al. 2023 eqs. 28–31):

@@ -81,6 +81,10 @@ class Method:
                                       # enough steps ("vfe": CVI is natural-gradient
                                       # ascent of the ELBO), which the step control
                                       # (``Settings.backtrack``) watches
+    line_search: bool = False         # its J is ∇ log p(y|m) and its fixed point the
+                                      # mode of Ψ = log p(y|f) − ½fᵀK⁻¹f: under the
+                                      # step control a step that lowers Ψ is shortened
+                                      # (``bnlab.engine.line_search``)
     mixing: Mixing | None = None      # how Anderson acceleration may mix its steps
     init_aux: Callable[[int, int], Any] = _no_aux   # per-site method state (BFGS)
     options: tuple = ()               # keyword options ``make_local`` accepts

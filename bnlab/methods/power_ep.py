@@ -37,10 +37,15 @@ def pep_from_derivatives(g, h, Pc, alpha):
 def pep_local(lik, rule):
     """(g, h) come from the PEP energy of the step that produced these marginals when
     the engine hands them over (``inp.derivatives``): that energy evaluates log Z at the
-    same cavity, so one cubature pass serves both."""
+    same cavity, so one cubature pass serves both. A likelihood that knows the site in
+    closed form (``Likelihood.power_ep_site``: the Gaussian) gives (J, H) directly."""
     def local(inp: LocalInput):
         Pc, Vc, mc, ok = cavity(inp.mean, inp.cov, inp.nat1, inp.prec, inp.alpha,
                                 inp.residual, inp.share)
+        exact = lik.power_ep_site(inp.lik_params, inp.y, mc, inp.cond_var, inp.alpha)
+        if exact is not None:
+            J, H = exact
+            return LocalUpdate(J, H, mc, ok & jnp.all(jnp.isfinite(J))), inp.aux
         if inp.derivatives is None:
             _, g, h = tilted_derivatives(lik, rule, inp, mc, Vc)
         else:

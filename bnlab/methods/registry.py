@@ -25,6 +25,11 @@ Why each property is what it is:
   al. 2023 eq. 15), so a small enough step increases it and the engine may reject a step
   that lowers it; the Riemannian form agrees with CVI to first order in ρ (eq. 58). Not
   the Gauss–Newton, quasi-Newton or heuristic forms: their H is not the ELBO's.
+- **line_search**: Laplace, its Gauss–Newton, quasi-Newton and Riemannian forms (and
+  the heuristic fix around it) take J = ∇ log p(y|m) exactly, so their fixed point is
+  the mode of Ψ = log p(y|f) − ½fᵀK⁻¹f and their step an ascent direction of it
+  (``bnlab.engine.line_search``). Not taylor: its J is ∇νᵀΣ⁻¹(y − ν), which is not
+  ∇ log p where Σ depends on f, and its fixed point is not Ψ's mode.
 - **mixing** (Anderson acceleration): "objective"-guarded for the ELBO ascents (CVI keeps
   ten secant pairs, which took fewer iterations than five); "residual"-guarded for EP,
   Power EP and Laplace. Laplace mixes only when damped (its undamped step is Newton's,
@@ -83,7 +88,8 @@ def _quasi_newton(name, energy, make_local, description, b0_scale=B0_SCALE, **fi
 
 _LAPLACE = Method(name="laplace", energy="laplace", make_local=laplace_local,
                   psd_guaranteed=False, description="Newton on log p(y|f) at the mean (Laplace)",
-                  mean_only=True, mixing=Mixing("residual", min_history=2, damped_only=True))
+                  mean_only=True, line_search=True,
+                  mixing=Mixing("residual", min_history=2, damped_only=True))
 _VI = Method(name="vi", energy="vfe", make_local=vi_local, psd_guaranteed=False,
              description="natural-gradient variational inference (CVI)",
              reuses_energy_pass=True, ascends="vfe", mixing=Mixing("objective", depth=10))
@@ -99,10 +105,10 @@ REGISTRY: dict[str, Method] = {m.name: m for m in (
     _LAPLACE,
     Method(name="laplace_gn", energy="laplace", make_local=laplace_gn_local,
            psd_guaranteed=True, description="Laplace with a Gauss–Newton Hessian",
-           mean_only=True),
+           mean_only=True, line_search=True),
     _quasi_newton(name="laplace_qn", energy="laplace", make_local=laplace_qn_local,
                   description="Laplace with damped-BFGS Hessians",
-                  psd_guaranteed=True, mean_only=True),
+                  psd_guaranteed=True, mean_only=True, line_search=True),
     riemannian(_LAPLACE),
     Method(name="taylor", energy="laplace", make_local=taylor_local, psd_guaranteed=True,
            description="Taylor linearisation (iterated EKS)", mean_only=True),

@@ -182,10 +182,12 @@ def _marginals_sqrt(prior: FullPrior, sites: Sites) -> Marginals:
     mean = K @ residual
     var = _variances_sqrt(K, lam, s, L_inv)
     share = column_sums(L_inv * L_inv)                          # [B⁻¹]_nn = 1 − λ_n C_nn
-    log_norm = 0.5 * nu @ mean - jnp.sum(jnp.log(jnp.diag(L)))
+    half_logdet = jnp.sum(jnp.log(jnp.diag(L)))   # ½ log|I + KΛ̄|
+    log_norm = 0.5 * nu @ mean - half_logdet
     psd = _factored(L) & jnp.all(var > 0) & _certified(lam)
     return Marginals(mean[:, None], var[:, None, None], log_norm, psd,
-                     jnp.zeros((K.shape[0], 1, 1)), residual[:, None], share[:, None, None])
+                     jnp.zeros((K.shape[0], 1, 1)), residual[:, None], share[:, None, None],
+                     half_logdet=half_logdet)
 
 
 class _SignedSystem(NamedTuple):
@@ -258,11 +260,12 @@ def _marginals_signed(prior: FullPrior, sites: Sites) -> Marginals:
     var_p = _variances_sqrt(K, system.lam, g, L_inv, (sign, system.L))
     share_p = sign * (sign @ (L_inv * L_inv))                   # σ_n[M⁻¹]_nn = 1 − λ_n C_nn
     mean, var, share = mean_p[system.unsort], var_p[system.unsort], share_p[system.unsort]
-    log_norm = 0.5 * nu @ mean - jnp.sum(jnp.log(jnp.diag(system.L)))
+    half_logdet = jnp.sum(jnp.log(jnp.diag(system.L)))   # ½ log|I + KΛ̄|
+    log_norm = 0.5 * nu @ mean - half_logdet
     psd = _factored(system.L) & jnp.all(var > 0)
     return Marginals(mean[:, None], var[:, None, None], log_norm, psd,
                      jnp.zeros((K.shape[0], 1, 1)), _plain_residual(sites, mean),
-                     share[:, None, None])
+                     share[:, None, None], half_logdet=half_logdet)
 
 
 def _whitened_precision(prior: FullPrior, sites: Sites):
@@ -291,9 +294,11 @@ def _marginals_chol(prior: FullPrior, sites: Sites) -> Marginals:
     mean = W @ (nu @ W)
     Wb = W.reshape(N, D, N * D)
     cov = jnp.einsum("nak,nbk->nab", Wb, Wb)
-    log_norm = 0.5 * nu @ mean - jnp.sum(jnp.log(jnp.diag(L_rev)))
+    half_logdet = jnp.sum(jnp.log(jnp.diag(L_rev)))   # ½ log|I + KΛ̄|
+    log_norm = 0.5 * nu @ mean - half_logdet
     psd = _factored(L_rev)
-    return Marginals(mean.reshape(N, D), cov, log_norm, psd, jnp.zeros((N, D, D)))
+    return Marginals(mean.reshape(N, D), cov, log_norm, psd, jnp.zeros((N, D, D)),
+                     half_logdet=half_logdet)
 
 
 def _mean_only_sqrt(prior: FullPrior, sites: Sites) -> Marginals:
@@ -305,11 +310,13 @@ def _mean_only_sqrt(prior: FullPrior, sites: Sites) -> Marginals:
     b, r = _split_natural_mean(K, lam, s, nu)
     residual = r + s * cho_solve((L, True), b - s * (K @ r))                    # K⁻¹m
     mean = K @ residual
-    log_norm = 0.5 * nu @ mean - jnp.sum(jnp.log(jnp.diag(L)))
+    half_logdet = jnp.sum(jnp.log(jnp.diag(L)))   # ½ log|I + KΛ̄|
+    log_norm = 0.5 * nu @ mean - half_logdet
     psd = _factored(L) & _certified(lam)
     N = K.shape[0]
     return Marginals(mean[:, None], jnp.full((N, 1, 1), jnp.nan), log_norm, psd,
-                     jnp.zeros((N, 1, 1)), residual[:, None], jnp.full((N, 1, 1), jnp.nan))
+                     jnp.zeros((N, 1, 1)), residual[:, None], jnp.full((N, 1, 1), jnp.nan),
+                     half_logdet=half_logdet)
 
 
 def _mean_only_signed(prior: FullPrior, sites: Sites) -> Marginals:
@@ -322,11 +329,12 @@ def _mean_only_signed(prior: FullPrior, sites: Sites) -> Marginals:
     w = system.sign * solve_triangular(L, g * Knu, lower=True)
     mean_p = Knu - K @ (g * solve_triangular(L, w, lower=True, trans="T"))
     mean = mean_p[system.unsort]
-    log_norm = 0.5 * nu @ mean - jnp.sum(jnp.log(jnp.diag(L)))
+    half_logdet = jnp.sum(jnp.log(jnp.diag(L)))   # ½ log|I + KΛ̄|
+    log_norm = 0.5 * nu @ mean - half_logdet
     N = K.shape[0]
     return Marginals(mean[:, None], jnp.full((N, 1, 1), jnp.nan), log_norm,
                      _factored(L), jnp.zeros((N, 1, 1)), _plain_residual(sites, mean),
-                     jnp.full((N, 1, 1), jnp.nan))
+                     jnp.full((N, 1, 1), jnp.nan), half_logdet=half_logdet)
 
 
 def _mean_only_chol(prior: FullPrior, sites: Sites) -> Marginals:
@@ -337,10 +345,11 @@ def _mean_only_chol(prior: FullPrior, sites: Sites) -> Marginals:
     nu = sites.nat1.reshape(-1)
     w = solve_triangular(LB, Lk.T @ nu, lower=True)
     mean = Lk @ solve_triangular(LB, w, lower=True, trans="T")
-    log_norm = 0.5 * nu @ mean - jnp.sum(jnp.log(jnp.diag(LB)))
+    half_logdet = jnp.sum(jnp.log(jnp.diag(LB)))   # ½ log|I + KΛ̄|
+    log_norm = 0.5 * nu @ mean - half_logdet
     psd = _factored(LB)
     return Marginals(mean.reshape(N, D), jnp.full((N, D, D), jnp.nan), log_norm, psd,
-                     jnp.zeros((N, D, D)))
+                     jnp.zeros((N, D, D)), half_logdet=half_logdet)
 
 
 def marginals_mean_only(prior: FullPrior, sites: Sites) -> Marginals:

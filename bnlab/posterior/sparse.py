@@ -105,9 +105,10 @@ def marginals(prior: SparsePrior, sites: Sites) -> Marginals:
     Binv_A = (Binv @ prior.A.reshape(K, N * D)).reshape(K, N, D)
     cov = _gram_blocks(prior.A, Binv_A)        # GEMM: faster than a triangular solve
     cov = 0.5 * (cov + jnp.swapaxes(cov, -1, -2))
-    log_norm = 0.5 * b @ mv - jnp.sum(jnp.log(jnp.diag(LB)))
+    half_logdet = jnp.sum(jnp.log(jnp.diag(LB)))   # ½ log|I + KΛ̄|
+    log_norm = 0.5 * b @ mv - half_logdet
     psd = jnp.all(jnp.isfinite(LB))
-    return Marginals(mean, cov, log_norm, psd, prior.cond_var)
+    return Marginals(mean, cov, log_norm, psd, prior.cond_var, half_logdet=half_logdet)
 
 
 def predict(model, params, X, prior: SparsePrior, sites: Sites, marg: Marginals, Xs):

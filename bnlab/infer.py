@@ -225,7 +225,9 @@ def infer(model, X, y, method="vi", *, alpha=1.0, damping=0.5, max_iters=200, to
 
     ``backtracking``: for the methods that ascend the ELBO ('vi', 'vi_riemann',
     'ep_like'), reject a step that lowers it and halve the next step (``bnlab.engine``);
-    False gives the fixed-step iteration (which can cycle). Other methods ignore it.
+    for Laplace and its Gauss–Newton, quasi-Newton and Riemannian forms, shorten a step
+    that lowers Ψ = log p(y|f) − ½fᵀK⁻¹f (``bnlab.engine.line_search``); False gives the
+    fixed-step iteration (which can cycle or overshoot). Other methods ignore it.
     ``acceleration``: mix the site updates by Anderson acceleration
     (``bnlab.engine.anderson``) for 'vi' and 'ep_like' (with ``backtracking`` on: the ELBO
     guards a mixed step), 'ep', 'pep' and, when damped (ρ < 1), 'laplace' (a residual

@@ -81,7 +81,7 @@ class Controls(pn.viewable.Viewer):
                                                 sizing_mode="stretch_width", throttled=slider)
             _label_beside_its_box(self.widgets[name])
         self.widgets["backtrack"] = pn.widgets.Checkbox.from_param(
-            settings.param.backtrack, label="Step control: halve ρ when the ELBO falls",
+            settings.param.backtrack, label="Step control: shorten a step that lowers the ELBO (or Laplace's Ψ)",
             sizing_mode="stretch_width")
         self.widgets["accelerate"] = pn.widgets.Checkbox.from_param(
             settings.param.accelerate, label="Anderson acceleration (same fixed point)",

@@ -15,10 +15,12 @@ from . import catalog
 from .presets import preset_changes
 
 
-def ascends_elbo() -> list:
-    """The methods whose iteration ascends the ELBO (the step control applies), read
-    from their records when asked (registered methods included)."""
-    return sorted(n for n, m in REGISTRY.items() if m.ascends == "vfe")
+def step_controlled() -> tuple[list, list]:
+    """The methods whose step the step control shortens, read from their records when
+    asked (registered methods included): (those whose iteration ascends the ELBO,
+    those with a line search on Laplace's Ψ, ``bnlab.engine.line_search``)."""
+    return (sorted(n for n, m in REGISTRY.items() if m.ascends == "vfe"),
+            sorted(n for n, m in REGISTRY.items() if m.line_search))
 
 
 def accelerated() -> dict:
@@ -160,10 +162,11 @@ class LabSettings(param.Parameterized):
             with_structure = [n for n, d in DIRECT.items() if "covariance" in d.options]
             out["covariance"] = out["band"] = ("covariance structure applies to "
                                                f"{', '.join(with_structure)} only")
-        ascending, mixed = ascends_elbo(), accelerated()
-        if self.method not in ascending:
+        (ascending, searched), mixed = step_controlled(), accelerated()
+        if self.method not in ascending + searched:
             out["backtrack"] = ("only for the methods whose iteration ascends the ELBO "
-                                f"({', '.join(ascending)}); the others have no "
+                                f"({', '.join(ascending)}) or Laplace's Ψ "
+                                f"({', '.join(searched)}); the others have no "
                                 "objective a shorter step is sure to increase")
         if self.method not in mixed:
             out["accelerate"] = (f"only for {', '.join(sorted(mixed))}: "

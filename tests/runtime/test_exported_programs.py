@@ -139,6 +139,7 @@ PROGRAMS_MORE = ("call", "bound", "run", "predict", "log_predictive", "summary",
 STORED_MORE = 12
 
 
+@pytest.mark.slow       # about 3 min on a 2-core CPU; the test above keeps the scan path's
 def test_a_second_process_runs_vmap_gkl_and_mcmc_programs_untraced_with_the_same_bits(
         tmp_path):
     first = _process("first", tmp_path, SCRIPT_MORE)

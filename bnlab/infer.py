@@ -14,7 +14,7 @@ import numpy as np
 from .engine.loop import get_engine
 from .engine.state import State, make_settings
 from .results import Result, Trace, stop_reason
-from .methods.registry import DIRECT, check_method_name
+from .methods.registry import DIRECT, check_method_name, resolve
 from .checks import real_number
 from .model import validate_inputs
 from .posterior import full, joint
@@ -81,6 +81,13 @@ def validate_data(model, X, y, name="X", width=None):
     # program per shape (JAX ≥ 0.8), which a first process pays for every data set
     return jax.device_put(X), jax.device_put(y)
 
+
+
+def check_energy(model, params, y, method, options=None):
+    """The likelihood's check that float64 resolves ``method``'s energy for these
+    targets (``Likelihood.check_energy``; the heuristic fix's energy is its base's)."""
+    record = resolve(method, base=dict(options or {}).get("base", "vi"))[0]
+    model.likelihood.check_energy(params["likelihood"], np.asarray(y), record.energy)
 
 
 def prepare_problem(model, X, y, params=None):
@@ -169,6 +176,7 @@ class Stepper:
                              f"use bnlab.infer(..., method={method!r})")
         validate_settings(method, alpha, damping, 1, tol)
         self.X, self.y, self.params = prepare_problem(model, X, y, params)
+        check_energy(model, self.params, self.y, method, options)
         self.method = method
         self.engine = get_engine(model, method, cubature, tuple(options.items()))
         self.settings = make_settings(alpha, damping, tol, backtracking, acceleration)

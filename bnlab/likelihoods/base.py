@@ -138,6 +138,10 @@ class Likelihood:
         """ValueError where float64 cannot hold the problem with this prior variance and
         these targets; nothing by default."""
 
+    def check_energy(self, params, y, energy: str):
+        """ValueError where float64 cannot resolve the energy ``energy`` (a
+        ``Method.energy`` kind) for these targets; nothing by default."""
+
     def initial_site_precision(self, params):
         """The site precision a cold start takes (``Engine.init_pure``), or None for
         ``sites.INITIAL_SITE_PRECISION``."""

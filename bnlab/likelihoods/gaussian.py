@@ -11,6 +11,10 @@ from .base import LOG2PI, Likelihood, _positive, log_softplus
 
 #: the largest prior variance / noise ratio accepted (``Gaussian.check_scales``)
 MAX_SIGNAL_TO_NOISE = 1e300
+#: the most nats float64's rounding of the posterior mean may cost an energy that
+#: evaluates (y − m)²/σ_n² (``Gaussian.check_energy``)
+ENERGY_ROUNDING = 1e-6
+ENERGY_NAMES = {"laplace": "Laplace's energy", "vfe": "the ELBO"}
 #: the largest |log p(y)| bound accepted (``Gaussian.check_scales``)
 MAX_LOG_EVIDENCE = 1e300
 
@@ -52,6 +56,23 @@ class Gaussian(Likelihood):
                 f"Gaussian noise {noise:.3g}: log p(y) < −½‖y‖²/(Nσ² + noise) = "
                 f"−10^{log_bound / np.log(10):.1f}, beyond {MAX_LOG_EVIDENCE:g} in size; "
                 f"rescale y (and the variance and noise with its square)")
+
+    def check_energy(self, params, y, energy):
+        """Refuses the energies that evaluate (y − m)²/σ_n² at the posterior mean m
+        (Laplace's, the ELBO) where float64's rounding of m, about ε·max|y| per point,
+        costs them more than ``ENERGY_ROUNDING`` nats: N(ε·max|y|)²/σ_n². (Power) EP's
+        energies take this likelihood's site in closed form and stay exact there."""
+        if energy not in ("laplace", "vfe"):
+            return
+        noise = float(params["noise"])
+        scale = float(np.max(np.abs(y), initial=0.0))
+        cost = len(y) * (np.finfo(float).eps * scale) ** 2 / noise
+        if cost > ENERGY_ROUNDING:
+            raise ValueError(
+                f"Gaussian noise {noise:.3g} is too small for {ENERGY_NAMES[energy]} with y up "
+                f"to {scale:.3g}: rounding the posterior mean to float64 costs it up to "
+                f"{cost:.3g} nats; use 'ep' or 'pep' (exact for a Gaussian likelihood) or "
+                f"a noise above {len(y) * (np.finfo(float).eps * scale) ** 2 / ENERGY_ROUNDING:.1g}")
 
     def log_prob(self, params, y, f):
         s2 = params["noise"]

@@ -72,3 +72,27 @@ def test_targets_whose_evidence_leaves_float64_are_refused(regression, scale, va
                      bnlab.likelihoods.Gaussian(noise=variance))
     with pytest.raises(ValueError, match=r"^y reaches .* log p\(y\) < −½‖y‖²"):
         bnlab.infer(model, X, y / np.max(np.abs(y)) * scale, method="ep")
+
+
+@pytest.mark.parametrize("method", ["laplace", "vi", "laplace_gn"])
+def test_energies_of_the_posterior_mean_are_exact_or_refused_at_tiny_noise(regression, method):
+    """Laplace's energy and the ELBO evaluate (y − m)²/σ_n² at the posterior mean, whose
+    float64 rounding (≈ ε·max|y| per point) costs N(ε·max|y|)²/σ_n² nats: at σ_n² = 1e-12
+    that is 1e-19 and the energy is the closed form; at 1e-50 it is 1e19 (these methods
+    reported 'converged' at −1e21 … −1e284 there), so the run is refused naming the noise,
+    in ``infer`` and in ``surface``, and EP (the site in closed form) is offered."""
+    X, y = regression
+    for noise in (1e-12, 1e-50):
+        model = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.Gaussian(noise=noise))
+        if noise == 1e-12:
+            res = bnlab.infer(model, X[:, None], y, method=method)
+            assert res.converged
+            assert res.log_marginal == pytest.approx(gaussian_log_evidence(X, y, 1.0, noise),
+                                                     rel=1e-6)
+            continue
+        with pytest.raises(ValueError, match=r"noise 1e-50 is too small .* use 'ep'"):
+            bnlab.infer(model, X[:, None], y, method=method)
+        with pytest.raises(ValueError, match=r"noise 1e-50 is too small"):
+            bnlab.surface(model, X[:, None], y, methods=["ep", method],
+                          grid={"lengthscale": [0.5, 1.0], "variance": [1.0, 2.0]})
+

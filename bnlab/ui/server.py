@@ -12,6 +12,7 @@ import logging
 import math
 import os
 import sys
+import threading
 import tracemalloc
 from pathlib import Path
 
@@ -299,9 +300,32 @@ def _close_pages_whose_session_is_gone():
     WSHandler.on_close = on_close
 
 
+def _serialise_panels_busy_counter():
+    """Panel counts the events in flight in ``pn.state`` and edits that read-only count
+    (and ``busy``) inside ``edit_readonly``, which is not thread-safe: with the lab's
+    worker threads, one thread leaving ``edit_readonly`` made the parameter read-only
+    again while another was setting it, and Panel logged "TypeError: Read-only
+    parameter 'busy' cannot be modified" for a session's event (seen with five
+    sessions at once). The counter's three methods now run under one lock. Applied once
+    per process."""
+    cls = type(pn.state)
+    if getattr(cls, "_busy_counter_serialised", False):
+        return
+    lock = threading.RLock()
+    for name in ("_add_busy_event", "_remove_busy_event", "_cleanup_busy_counter"):
+        original = getattr(cls, name)
+
+        def locked(self, *args, _original=original, **kwargs):
+            with lock:
+                return _original(self, *args, **kwargs)
+        setattr(cls, name, locked)
+    cls._busy_counter_serialised = True
+
+
 def serve_lab():
     """Build the per-session app (the body of apps/lab.py)."""
     serve_resources_locally()
+    _serialise_panels_busy_counter()
     send_mathjax_only_for_tex()
     _ignore_writes_to_closed_pages()
     _close_pages_whose_session_is_gone()

@@ -82,7 +82,6 @@ def validate_data(model, X, y, name="X", width=None):
     return jax.device_put(X), jax.device_put(y)
 
 
-
 def check_energy(model, params, y, method, options=None):
     """The likelihood's check that float64 resolves ``method``'s energy for these
     targets (``Likelihood.check_energy``; the heuristic fix's energy is its base's)."""
@@ -98,6 +97,7 @@ def prepare_problem(model, X, y, params=None):
     model.check_params(params, X.shape[1])
     model.check_scales(params, y)
     return X, y, params
+
 
 class InferenceResult(Result):
     """The ``Result`` of a site method (``bnlab.infer``), with its ``sites`` and engine ``state``.

@@ -14,6 +14,7 @@ MAX_SIGNAL_TO_NOISE = 1e300
 #: the most nats float64's rounding of the posterior mean may cost an energy that
 #: evaluates (y − m)²/σ_n² (``Gaussian.check_energy``)
 ENERGY_ROUNDING = 1e-6
+#: those energies, as the refusal names them
 ENERGY_NAMES = {"laplace": "Laplace's energy", "vfe": "the ELBO"}
 #: the largest |log p(y)| bound accepted (``Gaussian.check_scales``)
 MAX_LOG_EVIDENCE = 1e300
@@ -66,13 +67,14 @@ class Gaussian(Likelihood):
             return
         noise = float(params["noise"])
         scale = float(np.max(np.abs(y), initial=0.0))
-        cost = len(y) * (np.finfo(float).eps * scale) ** 2 / noise
+        rounding = len(y) * (np.finfo(float).eps * scale) ** 2     # cost × σ_n²
+        cost = rounding / noise
         if cost > ENERGY_ROUNDING:
             raise ValueError(
                 f"Gaussian noise {noise:.3g} is too small for {ENERGY_NAMES[energy]} with y up "
                 f"to {scale:.3g}: rounding the posterior mean to float64 costs it up to "
                 f"{cost:.3g} nats; use 'ep' or 'pep' (exact for a Gaussian likelihood) or "
-                f"a noise above {len(y) * (np.finfo(float).eps * scale) ** 2 / ENERGY_ROUNDING:.1g}")
+                f"a noise above {rounding / ENERGY_ROUNDING:.1g}")
 
     def log_prob(self, params, y, f):
         s2 = params["noise"]

@@ -59,11 +59,11 @@ class GaussianStart(NamedTuple):
         return -0.5 * jnp.einsum("na,nab,nb->", F, self.precision, F) + self.shift @ f
 
 
-def _blocks(W):
-    """The (nD, nD) block-diagonal matrix of the (n, D, D) blocks (point-major order,
-    as ``f.reshape(n, D)``)."""
+def _apply_blocks(W, M):
+    """W M for the block-diagonal W of the (n, D, D) blocks (point-major order, as
+    ``f.reshape(n, D)``) and M with nD rows: n small products, not a dense nD × nD W."""
     n, D, _ = W.shape
-    return jnp.einsum("nab,nm->namb", W, jnp.eye(n)).reshape(n * D, n * D)
+    return jnp.einsum("nab,nbk->nak", W, M.reshape(n, D, -1)).reshape(n * D, -1)
 
 
 def site_start(L, W, b) -> GaussianStart:
@@ -71,7 +71,7 @@ def site_start(L, W, b) -> GaussianStart:
     and shifts ``b`` (nD,) (module docstring); pure, vmappable. W = 0, b = 0 is the
     prior."""
     nD = L.shape[0]
-    C = jnp.linalg.cholesky(jnp.eye(nD) + L.T @ _blocks(W) @ L)
+    C = jnp.linalg.cholesky(jnp.eye(nD) + L.T @ _apply_blocks(W, L))
     Lb = L.T @ b
     return GaussianStart(mean=L @ cho_solve((C, True), Lb),
                          factor=solve_triangular(C, L.T, lower=True).T,

@@ -15,6 +15,10 @@ from . import catalog
 from .presets import preset_changes
 
 
+#: the covariance structures whose size is a rank K (the sidebar's band control)
+RANKED_STRUCTURES = ("chevron", "subspace", "factor_analysis")
+
+
 def step_controlled() -> tuple[list, list]:
     """The methods whose step the step control shortens, read from their records when
     asked (registered methods included): (those whose iteration ascends the ELBO,
@@ -133,7 +137,7 @@ class LabSettings(param.Parameterized):
         factor analysis)."""
         cov = self.covariance
         return {"covariance": cov, "band": self.band if cov == "banded" else None,
-                "rank": self.band if cov in ("chevron", "subspace", "factor_analysis") else None}
+                "rank": self.band if cov in RANKED_STRUCTURES else None}
 
     def options_for(self, method: str) -> tuple:
         """The options ``method`` runs with in the lab: the sidebar's (the heuristic
@@ -174,8 +178,7 @@ class LabSettings(param.Parameterized):
                                  "the other forms are not mixed")
         elif mixed[self.method].guard == "objective" and not self.backtrack:
             out["accelerate"] = "needs the step control: the ELBO test is its safeguard"
-        if self.structured() and self.covariance not in ("banded", "chevron", "subspace",
-                                                          "factor_analysis"):
+        if self.structured() and self.covariance not in ("banded",) + RANKED_STRUCTURES:
             out["band"] = "only for banded (band B) / chevron, subspace, factor analysis (rank K)"
         if self.kernel != "periodic":
             out["period"] = "only for the periodic kernel"

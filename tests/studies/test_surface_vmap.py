@@ -193,9 +193,15 @@ def test_batched_ais_overlay_equals_the_per_point_one(data, monkeypatch):
     assert programs == [(1, 2)] * 3
     for batched_surface in (one, split):
         for name in ("log_marginal", "log_predictive", "mcmc_lower", "mcmc_upper",
-                     "mcmc_lower_se", "mcmc_upper_se", "mcmc_rhat", "mcmc_bulk_ess"):
+                     "mcmc_lower_se", "mcmc_upper_se"):
             np.testing.assert_allclose(batched_surface[name].values, per_point[name].values,
                                        rtol=1e-9, atol=1e-9, err_msg=name)
+        # R̂ and bulk ESS are rank statistics (of |draw − median| for R̂'s tail): a rounding
+        # difference between the two programs that swaps two nearly equal draws moves them
+        # by a step (0.2 % at one cell on CI's processor), not by rounding
+        for name in ("mcmc_rhat", "mcmc_bulk_ess"):
+            np.testing.assert_allclose(batched_surface[name].values, per_point[name].values,
+                                       rtol=0.02, err_msg=name)
         assert np.isfinite(batched_surface.mcmc_upper.values).all()
     with pytest.raises(ValueError, match="chunk_size"):
         mcmc.ais_grid(model, data.X, data.y, [model.init_params()], chunk_size="all")

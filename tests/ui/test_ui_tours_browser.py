@@ -130,10 +130,6 @@ def test_every_other_tour_walks_through_its_steps(lab_browser, lab_url, key):
     ctx.close()
 
 
-# Known failure (2026-11-28: about 2 runs in 3, at eeda368 as on later commits): after
-# the random clicks the Live page shows a converged run at a neighbouring step's α under
-# the right step's heading. Out of the fast suite until it is found and fixed.
-@pytest.mark.slow
 def test_clicks_at_random_moments_never_break_a_tour(lab_browser, lab_url, lab_server_log):
     """A teacher's clicks at random moments (a fixed seed, 56 clicks of Next, Back,
     Replay, Run and Pause, 0.12–0.6 s apart, many while a step is still working): the
@@ -156,8 +152,15 @@ def test_clicks_at_random_moments_never_break_a_tour(lab_browser, lab_url, lab_s
         name = rng.choice(["Next ▶", "Next ▶", "◀ Back", "Replay", "▶ Run", "❚❚ Pause"])
         button = (_button(page, name) if name in ("Next ▶", "◀ Back", "Replay") else
                   page.locator(".bk-btn", has_text=name))
+        # a hidden or disabled button is skipped; a shown one is clicked however long the
+        # page takes to let it (a 300 ms limit skipped nearly every click on a loaded
+        # machine). Playwright's wait after a click, for the navigation it takes the
+        # address's update for, is not waited: it timed out after Next had been clicked,
+        # and the click, not counted, left this count a step behind the tour's
         try:
-            button.click(timeout=300)       # a hidden or disabled one is skipped
+            if not (button.is_visible() and button.is_enabled(timeout=1000)):
+                continue
+            button.click(timeout=10_000, no_wait_after=True)
         except Exception:
             continue
         if name in ("Next ▶", "◀ Back"):

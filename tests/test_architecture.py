@@ -16,7 +16,7 @@ LAYERS = [
     {"_runtime", "special", "linalg", "checks"},
     {"cubature", "kernels", "sites", "inducing", "datasets"},
     {"likelihoods"},
-    {"model"},
+    {"model", "hyperparameters"},     # the model; the names of its hyperparameters
     {"results"},                      # Result, Trace, stop_reason: every family's answer
     {"posterior"},
     {"methods"},

@@ -47,14 +47,14 @@ from ...infer import check_energy, prepare_problem, validate_data, validate_sett
 from ...methods.registry import DIRECT, REGISTRY, check_method_name, takes_alpha
 from ..devices import local_devices
 from ..work_limits import check_surface_size
-from .axes import LIKELIHOOD_AXES, grid_axes, point_params
+from .axes import grid_axes, point_params
 from .batched import state_bytes
 from .blocks import ThreadPool, default_workers, plan_blocks
 from .layers import gather, run_direct, run_mcmc
 from .site_runs import (BATCHINGS, SiteRun, SiteRunSpec, blocks_per_batch, open_store,
                         resolve_batching, run_site_blocks, site_solver)
 
-__all__ = ["surface", "grid_axes", "point_params", "LIKELIHOOD_AXES", "BATCHINGS"]
+__all__ = ["surface", "grid_axes", "point_params", "BATCHINGS"]
 
 
 def _site_groups(methods, damping, max_iters, log_concave):
@@ -92,8 +92,9 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
             batch_points=None) -> xr.Dataset:
     """Evaluate each method's approximate log marginal likelihood on a 2-D grid.
 
-    ``grid``: {name: values, name: values} over kernel hyperparameters (lengthscale,
-    variance, period), likelihood ones (noise, df, scale) or the PEP power ``alpha``.
+    ``grid``: {name: values, name: values} over the model's hyperparameters (the
+    kernel's and the likelihood's, named by ``bnlab.hyperparameters``: lengthscale,
+    variance, noise, …) or the PEP power ``alpha``.
     ``methods``: any site method name, 'gkl' and 'mcmc'; ``alpha``, ``damping``,
     ``max_iters``, ``tol``, ``backtracking``, ``acceleration``, ``cubature`` mean what
     they mean in ``bnlab.infer``;

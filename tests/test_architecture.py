@@ -252,10 +252,20 @@ def alpha_name_decisions(source: str) -> list[str]:
     return sorted(found)
 
 
-def test_the_lab_asks_the_records_whether_a_method_takes_alpha():
-    """No ``bnlab/ui`` module decides α by a method's name: one rule, the records'."""
+#: the packages that read method and likelihood facts from the records, never from names
+#: (the records themselves: ``bnlab/methods``, ``bnlab/likelihoods``, ``bnlab/gkl``)
+READERS = ("ui", "studies")
+
+
+def _readers_files():
+    return [path for unit in READERS for path in sorted((PACKAGE / unit).rglob("*.py"))]
+
+
+def test_the_lab_and_the_studies_ask_the_records_whether_a_method_takes_alpha():
+    """No ``bnlab/ui`` or ``bnlab/studies`` module decides α by a method's name: one
+    rule, the records'."""
     found = []
-    for path in sorted((PACKAGE / "ui").rglob("*.py")):
+    for path in _readers_files():
         found += [f"{path.relative_to(PACKAGE)} {where}"
                   for where in alpha_name_decisions(path.read_text())]
     assert not found, "α decided by method names, not by Method.uses_alpha:\n" + "\n".join(found)
@@ -285,15 +295,19 @@ def test_alpha_name_decisions_passes_defaults_and_other_decisions():
 
 def likelihood_name_decisions(source: str) -> list[str]:
     """Comparisons with a likelihood's name (a ``bnlab.likelihoods.LIKELIHOODS`` key or
-    'probit'/'logit') as a string literal: the lab reads a likelihood's facts from the
-    likelihood (``init_params()``, ``label``, ``exact_expectations``, its class), so a
-    likelihood added there needs no UI edit."""
+    'probit'/'logit') as a string literal: the lab and the studies read a likelihood's
+    facts from the likelihood (``init_params()``, ``label``, ``exact_expectations``, its
+    class), so a likelihood added there needs no edit in them. A method record's
+    ``.energy`` compared with an energy's name passes ('laplace' names an energy too)."""
     import bnlab
     names = set(bnlab.likelihoods.LIKELIHOODS)
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Compare):
-            for side in (node.left, *node.comparators):
+            sides = (node.left, *node.comparators)
+            if any(isinstance(s, ast.Attribute) and s.attr == "energy" for s in sides):
+                continue
+            for side in sides:
                 items = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]
                 if any(isinstance(c, ast.Constant) and c.value in names for c in items):
                     found.append(f"line {node.lineno}: {ast.unparse(node)}")
@@ -301,18 +315,20 @@ def likelihood_name_decisions(source: str) -> list[str]:
     return found
 
 
-def test_the_lab_reads_likelihood_facts_from_the_likelihood():
+def test_the_lab_and_the_studies_read_likelihood_facts_from_the_likelihood():
     found = []
-    for path in sorted((PACKAGE / "ui").rglob("*.py")):
+    for path in _readers_files():
         found += [f"{path.relative_to(PACKAGE)} {where}"
                   for where in likelihood_name_decisions(path.read_text())]
-    assert not found, "likelihood facts decided by name in the lab:\n" + "\n".join(found)
+    assert not found, ("likelihood facts decided by name in the lab or the studies:\n"
+                       + "\n".join(found))
 
 
 @pytest.mark.parametrize("source", [
     "if lik in ('gaussian', 'product'):\n    out.append('noise')",
     "if lik != 'student_t':\n    out['df'] = 'Student-t only'",
     "kind = 'probability' if p.likelihood in ('probit', 'logit') else 'y'",
+    "unroll = 2 if model.likelihood.name == 'laplace' else 0",
 ])
 def test_likelihood_name_decisions_finds(source):
     assert likelihood_name_decisions(source), source
@@ -323,7 +339,8 @@ def test_likelihood_name_decisions_passes_values_and_facts():
               "step = {'dataset': 'counts_1d', 'likelihood': 'poisson'}\n"
               "if 'df' not in lik.init_params():\n    out['df'] = 'none'\n"
               "if isinstance(lik, Bernoulli):\n    kind = 'probability'\n"
-              "if method == 'laplace_gn':\n    pass")
+              "if method == 'laplace_gn':\n    pass\n"
+              "unroll = 2 if engine.method.energy == 'laplace' else 0")
     assert likelihood_name_decisions(source) == []
 
 

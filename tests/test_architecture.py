@@ -293,6 +293,54 @@ def test_alpha_name_decisions_passes_defaults_and_other_decisions():
     assert alpha_name_decisions(source) == []
 
 
+def method_name_decisions(source: str) -> list[str]:
+    """Comparisons with a method's name (``bnlab.methods.method_names()``) as a string
+    literal (``m in ('vi', 'ep_like')``, ``'vi' in methods``, ``method == 'heuristic'``):
+    what a method is and does is its record's (``REGISTRY[m]``'s fields, ``takes_alpha``,
+    ``takes_base``), so a method registered beside it is decided the same way. A
+    record's ``.energy`` compared with an energy's name passes ('laplace', 'pep' and 'ep'
+    name energies too), and so do names used otherwise (defaults, a tour's settings)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            sides = (node.left, *node.comparators)
+            if any(isinstance(s, ast.Attribute) and s.attr == "energy" for s in sides):
+                continue
+            if any(_method_literals(side) for side in sides):
+                found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_the_lab_and_the_studies_decide_nothing_by_a_method_s_name():
+    found = []
+    for path in _readers_files():
+        found += [f"{path.relative_to(PACKAGE)} {where}"
+                  for where in method_name_decisions(path.read_text())]
+    assert not found, ("method facts decided by name in the lab or the studies:\n"
+                       + "\n".join(found))
+
+
+@pytest.mark.parametrize("source", [
+    "share = {'vi', 'ep_like'} <= set(methods)",
+    "run = 'ep_like' if share and m in ('vi', 'ep_like') else m",
+    "if 'vi' in methods:\n    bound = ds.sel(scheme='vi')",
+    "if self.method != 'heuristic':\n    out['base'] = 'only for the heuristic fix'",
+])
+def test_method_name_decisions_finds(source):
+    assert method_name_decisions(source), source
+
+
+def test_method_name_decisions_passes_records_and_other_uses():
+    source = ("method = param.Selector(default='vi', objects=['vi', 'ep'])\n"
+              "step = {'method': 'heuristic', 'base': 'pep'}\n"
+              "engine = get_engine(model, 'ep_like', cubature)\n"
+              "if takes_base(self.method):\n    out = (('base', self.base),)\n"
+              "if REGISTRY[m].iteration_of in run:\n    pass\n"
+              "cell = '1 (EP)' if record.energy == 'pep' else 'α'\n"
+              "others = [m for m in methods if m != 'mcmc']")
+    assert method_name_decisions(source) == []
+
+
 def likelihood_name_decisions(source: str) -> list[str]:
     """Comparisons with a likelihood's name (a ``bnlab.likelihoods.LIKELIHOODS`` key or
     'probit'/'logit') as a string literal: the lab and the studies read a likelihood's

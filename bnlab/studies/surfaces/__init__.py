@@ -27,8 +27,9 @@ warm run diverges is re-run cold. With ``warm_start=False`` every point is exact
 ``bnlab.infer(model, X, y, method, params=θ, ...)``.
 
 The VI and EP-like surfaces share one run: 'ep_like' is the VI site iteration scored
-by the EP energy (Li et al. 2023, eq. 11), so both energies are read off the same
-converged sites. 'mcmc' is annealed importance sampling (``bnlab.studies.mcmc``).
+by the EP energy (Li et al. 2023, eq. 11; its record's ``iteration_of``), so both
+energies are read off the same converged sites. 'mcmc' is annealed importance sampling
+(``bnlab.studies.mcmc``).
 
 The package: ``axes`` (the grid), ``site_runs`` (site methods, scan or vmap),
 ``layers`` (G-KL, MCMC, the Dataset), ``blocks`` (the scheduler), ``batched`` (the vmap
@@ -58,19 +59,24 @@ __all__ = ["surface", "grid_axes", "point_params", "BATCHINGS"]
 
 
 def _site_groups(methods, damping, max_iters, log_concave):
-    """Engine runs needed: 'vi' and 'ep_like' share the VI iteration when their damping
-    and iteration limits agree and the likelihood is log-concave. The shared run is
-    'ep_like', which rejects a step whose cavity is not PD (the EP energy needs every
-    cavity); with log-concave likelihoods VI's site precisions are ≥ 0, so every cavity
-    precision 1/C_nn − λ_n is positive and no VI step is ever rejected for it, but a
-    non-log-concave one (Student-t) can make a cavity indefinite where VI itself goes on,
-    so there the two run separately and each equals ``bnlab.infer``."""
-    share = {"vi", "ep_like"} <= set(methods) and damping["vi"] == damping["ep_like"] \
-        and max_iters["vi"] == max_iters["ep_like"] and log_concave
+    """Engine runs needed: a method whose record runs another's site iteration
+    (``Method.iteration_of``: 'ep_like' runs VI's) shares one run with it when both are
+    asked for, their damping and iteration limits agree and the likelihood is
+    log-concave. The shared run is the scoring method's, which rejects a step whose
+    cavity is not PD (the EP energy needs every cavity); with log-concave likelihoods
+    VI's site precisions are ≥ 0, so every cavity precision 1/C_nn − λ_n is positive and
+    no VI step is ever rejected for it, but a non-log-concave one (Student-t) can make a
+    cavity indefinite where VI itself goes on, so there the two run separately and each
+    equals ``bnlab.infer``."""
+    run = {m: m for m in methods}
+    for m in methods:
+        base = REGISTRY[m].iteration_of
+        if (log_concave and base in run and run[base] == base and damping[base] == damping[m]
+                and max_iters[base] == max_iters[m]):
+            run[base] = m
     groups = {}
     for m in methods:
-        run = "ep_like" if share and m in ("vi", "ep_like") else m
-        groups.setdefault(run, []).append(m)
+        groups.setdefault(run[m], []).append(m)
     return groups
 
 

@@ -5,7 +5,7 @@ OpenBLAS threads, JAX's persistent compilation cache, the LAPACK slicing of olde
 jaxlibs) are applied by ``bnlab.configure(...)``, or with their defaults the first time
 bnlab's numerics run (``bnlab._runtime.configure``)."""
 from ._runtime.configure import configure
-from . import cubature, datasets, kernels, likelihoods, methods
+from . import cubature, datasets, hyperparameters, kernels, likelihoods, methods
 from ._runtime.compiled import clear_compiled
 from .results import Result
 from .infer import InferenceResult, Stepper, infer, validate_data
@@ -30,11 +30,12 @@ def __getattr__(name):
 
 
 #: the public face: these names, and the ``__all__`` of the subpackages and modules among
-#: them (``kernels``, ``likelihoods``, ``datasets``, ``cubature``, ``gkl``, ``methods``,
-#: ``studies``, ``mcmc``, ``learning``), followed down; nothing else, and nothing whose
-#: name starts with an underscore. The lab (``bnlab.ui``) uses only these
-#: (``tests/test_architecture.py``), so what it needs is what scripts can rely on.
-__all__ = ["configure", "cubature", "datasets", "kernels", "likelihoods", "methods", "studies",
-           "GP", "SparseGP", "MarkovGP", "infer", "validate_data", "Stepper", "Result",
-           "InferenceResult", "METHOD_NAMES", "surface", "mcmc", "learning", "gkl",
-           "clear_compiled"]
+#: them (``kernels``, ``likelihoods``, ``datasets``, ``cubature``, ``hyperparameters``,
+#: ``gkl``, ``methods``, ``studies``, ``mcmc``, ``learning``), followed down; nothing
+#: else, and nothing whose name starts with an underscore. The lab (``bnlab.ui``) uses
+#: only these (``tests/test_architecture.py``), so what it needs is what scripts can
+#: rely on.
+__all__ = ["configure", "cubature", "datasets", "hyperparameters", "kernels", "likelihoods",
+           "methods", "studies", "GP", "SparseGP", "MarkovGP", "infer", "validate_data",
+           "Stepper", "Result", "InferenceResult", "METHOD_NAMES", "surface", "mcmc",
+           "learning", "gkl", "clear_compiled"]

@@ -16,7 +16,7 @@ LAYERS = [
     {"_runtime", "special", "linalg", "checks"},
     {"cubature", "kernels", "sites", "inducing", "datasets"},
     {"likelihoods"},
-    {"model"},
+    {"model", "hyperparameters"},     # the model; the names of its hyperparameters
     {"results"},                      # Result, Trace, stop_reason: every family's answer
     {"posterior"},
     {"methods"},
@@ -252,10 +252,20 @@ def alpha_name_decisions(source: str) -> list[str]:
     return sorted(found)
 
 
-def test_the_lab_asks_the_records_whether_a_method_takes_alpha():
-    """No ``bnlab/ui`` module decides α by a method's name: one rule, the records'."""
+#: the packages that read method and likelihood facts from the records, never from names
+#: (the records themselves: ``bnlab/methods``, ``bnlab/likelihoods``, ``bnlab/gkl``)
+READERS = ("ui", "studies")
+
+
+def _readers_files():
+    return [path for unit in READERS for path in sorted((PACKAGE / unit).rglob("*.py"))]
+
+
+def test_the_lab_and_the_studies_ask_the_records_whether_a_method_takes_alpha():
+    """No ``bnlab/ui`` or ``bnlab/studies`` module decides α by a method's name: one
+    rule, the records'."""
     found = []
-    for path in sorted((PACKAGE / "ui").rglob("*.py")):
+    for path in _readers_files():
         found += [f"{path.relative_to(PACKAGE)} {where}"
                   for where in alpha_name_decisions(path.read_text())]
     assert not found, "α decided by method names, not by Method.uses_alpha:\n" + "\n".join(found)
@@ -283,17 +293,69 @@ def test_alpha_name_decisions_passes_defaults_and_other_decisions():
     assert alpha_name_decisions(source) == []
 
 
+def method_name_decisions(source: str) -> list[str]:
+    """Comparisons with a method's name (``bnlab.methods.method_names()``) as a string
+    literal (``m in ('vi', 'ep_like')``, ``'vi' in methods``, ``method == 'heuristic'``):
+    what a method is and does is its record's (``REGISTRY[m]``'s fields, ``takes_alpha``,
+    ``takes_base``), so a method registered beside it is decided the same way. A
+    record's ``.energy`` compared with an energy's name passes ('laplace', 'pep' and 'ep'
+    name energies too), and so do names used otherwise (defaults, a tour's settings)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            sides = (node.left, *node.comparators)
+            if any(isinstance(s, ast.Attribute) and s.attr == "energy" for s in sides):
+                continue
+            if any(_method_literals(side) for side in sides):
+                found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_the_lab_and_the_studies_decide_nothing_by_a_method_s_name():
+    found = []
+    for path in _readers_files():
+        found += [f"{path.relative_to(PACKAGE)} {where}"
+                  for where in method_name_decisions(path.read_text())]
+    assert not found, ("method facts decided by name in the lab or the studies:\n"
+                       + "\n".join(found))
+
+
+@pytest.mark.parametrize("source", [
+    "share = {'vi', 'ep_like'} <= set(methods)",
+    "run = 'ep_like' if share and m in ('vi', 'ep_like') else m",
+    "if 'vi' in methods:\n    bound = ds.sel(scheme='vi')",
+    "if self.method != 'heuristic':\n    out['base'] = 'only for the heuristic fix'",
+])
+def test_method_name_decisions_finds(source):
+    assert method_name_decisions(source), source
+
+
+def test_method_name_decisions_passes_records_and_other_uses():
+    source = ("method = param.Selector(default='vi', objects=['vi', 'ep'])\n"
+              "step = {'method': 'heuristic', 'base': 'pep'}\n"
+              "engine = get_engine(model, 'ep_like', cubature)\n"
+              "if takes_base(self.method):\n    out = (('base', self.base),)\n"
+              "if REGISTRY[m].iteration_of in run:\n    pass\n"
+              "cell = '1 (EP)' if record.energy == 'pep' else 'α'\n"
+              "others = [m for m in methods if m != 'mcmc']")
+    assert method_name_decisions(source) == []
+
+
 def likelihood_name_decisions(source: str) -> list[str]:
     """Comparisons with a likelihood's name (a ``bnlab.likelihoods.LIKELIHOODS`` key or
-    'probit'/'logit') as a string literal: the lab reads a likelihood's facts from the
-    likelihood (``init_params()``, ``label``, ``exact_expectations``, its class), so a
-    likelihood added there needs no UI edit."""
+    'probit'/'logit') as a string literal: the lab and the studies read a likelihood's
+    facts from the likelihood (``init_params()``, ``label``, ``exact_expectations``, its
+    class), so a likelihood added there needs no edit in them. A method record's
+    ``.energy`` compared with an energy's name passes ('laplace' names an energy too)."""
     import bnlab
     names = set(bnlab.likelihoods.LIKELIHOODS)
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Compare):
-            for side in (node.left, *node.comparators):
+            sides = (node.left, *node.comparators)
+            if any(isinstance(s, ast.Attribute) and s.attr == "energy" for s in sides):
+                continue
+            for side in sides:
                 items = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]
                 if any(isinstance(c, ast.Constant) and c.value in names for c in items):
                     found.append(f"line {node.lineno}: {ast.unparse(node)}")
@@ -301,18 +363,20 @@ def likelihood_name_decisions(source: str) -> list[str]:
     return found
 
 
-def test_the_lab_reads_likelihood_facts_from_the_likelihood():
+def test_the_lab_and_the_studies_read_likelihood_facts_from_the_likelihood():
     found = []
-    for path in sorted((PACKAGE / "ui").rglob("*.py")):
+    for path in _readers_files():
         found += [f"{path.relative_to(PACKAGE)} {where}"
                   for where in likelihood_name_decisions(path.read_text())]
-    assert not found, "likelihood facts decided by name in the lab:\n" + "\n".join(found)
+    assert not found, ("likelihood facts decided by name in the lab or the studies:\n"
+                       + "\n".join(found))
 
 
 @pytest.mark.parametrize("source", [
     "if lik in ('gaussian', 'product'):\n    out.append('noise')",
     "if lik != 'student_t':\n    out['df'] = 'Student-t only'",
     "kind = 'probability' if p.likelihood in ('probit', 'logit') else 'y'",
+    "unroll = 2 if model.likelihood.name == 'laplace' else 0",
 ])
 def test_likelihood_name_decisions_finds(source):
     assert likelihood_name_decisions(source), source
@@ -323,7 +387,8 @@ def test_likelihood_name_decisions_passes_values_and_facts():
               "step = {'dataset': 'counts_1d', 'likelihood': 'poisson'}\n"
               "if 'df' not in lik.init_params():\n    out['df'] = 'none'\n"
               "if isinstance(lik, Bernoulli):\n    kind = 'probability'\n"
-              "if method == 'laplace_gn':\n    pass")
+              "if method == 'laplace_gn':\n    pass\n"
+              "unroll = 2 if engine.method.energy == 'laplace' else 0")
     assert likelihood_name_decisions(source) == []
 
 

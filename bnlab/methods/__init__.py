@@ -8,16 +8,16 @@ Public (``__all__``): the records (``REGISTRY``: name → ``Method``, ``DIRECT``
 ``DirectMethod``, ``METHOD_NAMES``: every name ``infer`` accepts, read when used,
 ``HEURISTIC_BASES``: the methods 'heuristic' may wrap; ``method_names()``: the same
 names as a call), ``Method``/``Mixing``/``DirectMethod``,
-``register``/``unregister``/``resolve`` and ``takes_alpha`` (whether α is a setting of a
-method, read from its record)."""
+``register``/``unregister``/``resolve``, ``takes_alpha`` (whether α is a setting of a
+method, read from its record) and ``takes_base`` (whether it wraps a base method)."""
 from .base import Method, Mixing
 from .direct import DirectMethod
 from .registry import (DIRECT, HEURISTIC_BASES, REGISTRY, method_names, register, resolve,
-                       takes_alpha, unregister)
+                       takes_alpha, takes_base, unregister)
 
 __all__ = ["Method", "Mixing", "DirectMethod", "METHOD_NAMES", "REGISTRY", "DIRECT",
            "HEURISTIC_BASES", "method_names", "register", "unregister", "resolve",
-           "takes_alpha"]
+           "takes_alpha", "takes_base"]
 
 
 def __getattr__(name):

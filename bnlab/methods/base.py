@@ -88,3 +88,7 @@ class Method:
     mixing: Mixing | None = None      # how Anderson acceleration may mix its steps
     init_aux: Callable[[int, int], Any] = _no_aux   # per-site method state (BFGS)
     options: tuple = ()               # keyword options ``make_local`` accepts
+    iteration_of: str | None = None   # the method whose site iteration this one runs
+                                      # unchanged, its sites scored by its own energy
+                                      # ('ep_like': VI's, Li et al. 2023 eq. 11): a
+                                      # surface may read both energies off one run

@@ -56,8 +56,8 @@ from .riemannian import heuristic_local, riemannian_local
 from .variational import vi_gn_local, vi_local
 
 __all__ = ["REGISTRY", "DIRECT", "METHOD_NAMES", "HEURISTIC_BASES", "register", "unregister",
-           "resolve",
-           "takes_alpha", "method_names", "check_method_name", "riemannian", "heuristic"]
+           "resolve", "takes_alpha", "takes_base", "method_names", "check_method_name",
+           "riemannian", "heuristic"]
 
 
 def riemannian(base: Method) -> Method:
@@ -135,7 +135,7 @@ REGISTRY: dict[str, Method] = {m.name: m for m in (
     _quasi_newton(name="pl2_qn", energy="ep", make_local=pl2_qn_local,
                   description="second-order PL with damped-BFGS Hessians", psd_guaranteed=True),
     replace(riemannian(_PL2), nonnegative_if_log_concave=True),
-    replace(_VI, name="ep_like", energy="ep",
+    replace(_VI, name="ep_like", energy="ep", iteration_of="vi",
             description="VI sites scored by the EP energy (Li et al. 2023)"),
 )}
 #: the bases ``method="heuristic"`` may wrap (``base=``)
@@ -220,12 +220,18 @@ def resolve(name: str, *, base: str = "vi", qn_damping: float = 0.5) -> tuple[Me
     if not 0 < qn_damping < 1:
         raise ValueError(f"qn_damping ξ must lie in (0, 1), got {qn_damping}")
     method = REGISTRY[name]
-    if name == "heuristic":
+    if takes_base(name):
         if base not in HEURISTIC_BASES:
             raise ValueError(f"heuristic: base must be one of {HEURISTIC_BASES}, got {base!r}")
         method = heuristic(REGISTRY[base])
     options = {"qn_damping": qn_damping}
     return method, {k: v for k, v in options.items() if k in method.options}
+
+
+def takes_base(name: str) -> bool:
+    """Whether method ``name`` wraps a base method, chosen by ``base=`` among
+    ``HEURISTIC_BASES``: the heuristic PSD fix does (§4.5.1)."""
+    return name == "heuristic"
 
 
 def takes_alpha(name: str, *, base: str = "vi") -> bool:

@@ -2,9 +2,9 @@
 VEM procedure of Li, John & Solin (2023, Algorithm 1).
 
 Hyperparameters are optimised as logarithms (all of them are positive) with optax
-Adam. Names follow the surface grid axes ("lengthscale", "variance", "noise", …; with
-several latent functions the kernel names get a suffix "_0", "_1", …), so the returned
-trajectories can be drawn on a surface.
+Adam. Names follow the surface grid axes (``bnlab.hyperparameters``: "lengthscale",
+"variance", "noise", …; with several latent functions the kernel names get a suffix
+"_0", "_1", …), so the returned trajectories can be drawn on a surface.
 
 **Joint** (``joint``): after every Adam step the sites are re-converged at the new θ
 (warm started); the gradient is the derivative of the energy with the sites held
@@ -33,6 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from .. import hyperparameters
 from .._runtime.compiled import CompiledCache
 from ..engine.loop import get_engine
 from ..engine.state import make_settings
@@ -54,40 +55,24 @@ class LearningResult(NamedTuple):
 
 
 def learnable(model, params, learn=None):
-    """(names, to_free, from_free): the learned hyperparameters as a dict of logs.
-    ``learn`` restricts them (default: every kernel parameter and every likelihood
-    parameter except the Student-t degrees of freedom)."""
-    D = len(params["kernel"])
-    paths = {}
-    for i, kp in enumerate(params["kernel"]):
-        for k in kp:
-            paths[k if D == 1 else f"{k}_{i}"] = ("kernel", i, k)
-    for k in params["likelihood"]:
-        paths[k] = ("likelihood", None, k)
+    """(names, to_free, from_free): the learned hyperparameters as a dict of logs, named
+    as a surface's axes are (``bnlab.hyperparameters.separate_names``: each name sets one
+    entry). ``learn`` restricts them (default: every one except the Student-t degrees
+    of freedom)."""
+    choices = hyperparameters.separate_names(params)
+    where = hyperparameters.locations(params)
     if learn is None:
-        learn = [n for n in paths if paths[n][2] not in FIXED_BY_DEFAULT]
-    unknown = [n for n in learn if n not in paths]
+        learn = [n for n in choices if where[n][0][2] not in FIXED_BY_DEFAULT]
+    unknown = [n for n in learn if n not in choices]
     if unknown or not learn:
-        raise ValueError(f"cannot learn {unknown or 'nothing'}; choose from {sorted(paths)}")
+        raise ValueError(f"cannot learn {unknown or 'nothing'}; choose from {sorted(choices)}")
     names = list(learn)
 
-    def get(p, path):
-        part, i, k = path
-        return p["kernel"][i][k] if part == "kernel" else p["likelihood"][k]
-
     def to_free(p):
-        return {n: jnp.log(jnp.asarray(get(p, paths[n]), float)) for n in names}
+        return {n: jnp.log(jnp.asarray(hyperparameters.value(p, n), float)) for n in names}
 
     def from_free(free, base=params):
-        kernels = [dict(kp) for kp in base["kernel"]]
-        lik = dict(base["likelihood"])
-        for n in names:
-            part, i, k = paths[n]
-            if part == "kernel":
-                kernels[i][k] = jnp.exp(free[n])
-            else:
-                lik[k] = jnp.exp(free[n])
-        return {"kernel": kernels, "likelihood": lik}
+        return hyperparameters.assign(base, {n: jnp.exp(free[n]) for n in names})
 
     return names, to_free, from_free
 

@@ -1,4 +1,4 @@
-"""The About page's text: what the lab is, and its pages in detail."""
+"""The About page's text: what the lab is, its pages in detail, and the papers behind it."""
 
 ABOUT = """
 ### What is this?
@@ -44,4 +44,25 @@ The address bar always holds the current settings: copy it to share this exact d
   larger type; Space runs or pauses, ← / → go through a tour's steps.
 * *Copy link* brings back what the page showed: a run solved to its stop and the same
   MCMC reference, so a student's page shows the teacher's numbers.
+
+### Serving a class
+Serve behind a compressing reverse proxy: a first visit is 4 MB, 1 MB gzipped.
+"""
+
+#: the page's last section, after the tours
+REFERENCES = """
+### References
+- W. J. Wilkinson, S. Särkkä, A. Solin. Bayes–Newton methods for approximate Bayesian
+  inference with PSD guarantees. *JMLR* 24, 2023.
+- T. D. Bui, J. Yan, R. E. Turner. A unifying framework for Gaussian process pseudo-point
+  approximations using Power Expectation Propagation. *JMLR* 18, 2017.
+- T. D. Bui, M. K. Titsias. Sparse Gaussian processes: structured approximations and
+  Power-EP revisited. 2025.
+- E. Challis, D. Barber. Gaussian Kullback–Leibler approximate inference. *JMLR* 14, 2013.
+- R. Li, S. T. John, A. Solin. Improving hyperparameter learning under approximate
+  inference in Gaussian process models. *ICML* 2023.
+- C. E. Rasmussen, C. K. I. Williams. *Gaussian Processes for Machine Learning*. MIT
+  Press, 2006.
+- R. M. Neal. Annealed importance sampling. *Statistics and Computing* 11, 2001.
+- I. Murray, R. P. Adams, D. J. C. MacKay. Elliptical slice sampling. *AISTATS* 2010.
 """

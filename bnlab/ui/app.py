@@ -18,7 +18,7 @@ import weakref
 import panel as pn
 from panel.io.state import set_curdoc
 
-from .about import ABOUT
+from .about import ABOUT, REFERENCES
 from .address import Address, shown_from_link
 from .compare import CompareView
 from .controls import Controls, Status
@@ -96,8 +96,9 @@ class Lab(pn.viewable.Viewer):
         self.tabs = pn.Tabs(("Live", pn.Column(self.live, self.exports,
                                                sizing_mode="stretch_width")), ("Compare", self.compare),
                             ("Surfaces", self.surfaces),
-                            ("About", pn.pane.Markdown(ABOUT + "\n" + tour_list_markdown(),
-                                                       max_width=760)),
+                            ("About", pn.pane.Markdown(
+                                ABOUT + "\n" + tour_list_markdown() + "\n" + REFERENCES,
+                                max_width=760)),
                             dynamic=True, sizing_mode="stretch_both")
         self.tabs.param.watch(self._log_page_shown, "active")
         self.tour = TourPanel(self)

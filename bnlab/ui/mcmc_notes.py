@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from bnlab.methods import REGISTRY
+
 from . import markup
 
 
@@ -13,6 +15,22 @@ def mcmc_note(ds, remedy: str = "") -> str:
     interval is too wide (``interval_note``), then its standard errors and the cells
     below VI's bound (``standard_error_note``)."""
     return "<br>".join(t for t in (interval_note(ds, remedy), standard_error_note(ds, remedy)) if t)
+
+
+def elbo(ds):
+    """The highest converged ELBO per cell (axis0 × axis1, NaN where there is none) among
+    the surface's schemes that report one, a lower bound on log p(y) whatever q is: those
+    whose record's energy is the ELBO ('vfe': VI and its variants; the page runs each
+    method with its default options, so its record's energy is the one reported). None
+    for a surface without one."""
+    schemes = [m for m in map(str, ds["scheme"].values)
+               if m in REGISTRY and REGISTRY[m].energy == "vfe"]
+    if not schemes:
+        return None
+    values = [np.where(ds["converged"].sel(scheme=m).values.astype(bool),
+                       ds["log_marginal"].sel(scheme=m).values.astype(float), np.nan)
+              for m in schemes]
+    return np.fmax.reduce(values, axis=0)
 
 
 def unsettled_cells(ds):
@@ -45,8 +63,8 @@ def interval_note(ds, remedy: str = "") -> str:
     """The cells where MCMC's interval for log p(y) ([forward − 2 se, reverse + 2 se],
     ``bnlab.mcmc.AISResult.interval``) is wider than the surface's tolerance, so that
     smaller gaps between the methods are not resolved there, and the cells where its
-    upper estimate lies below VI's ELBO (the exact log p(y) never does). Empty for a
-    surface without bounds."""
+    upper estimate lies below VI's ELBO (``elbo``; the exact log p(y) never does). Empty
+    for a surface without bounds."""
     if "mcmc_upper" not in ds or "mcmc" not in [str(m) for m in ds["scheme"].values]:
         return ""
     hi = ds["mcmc_upper"].values
@@ -66,10 +84,9 @@ def interval_note(ds, remedy: str = "") -> str:
         line += (f"; at {grey} of these it is also wider than the approximations' spread, so "
                  "it cannot order them there: grey on the MCMC panel, and its dashed "
                  "contour is drawn only at the other cells")
-    methods = [str(m) for m in ds["scheme"].values]
-    if "vi" in methods:
-        vi = ds["log_marginal"].sel(scheme="vi").values
-        below = ok & np.isfinite(vi) & ds["converged"].sel(scheme="vi").values & (hi < vi)
+    bound = elbo(ds)
+    if bound is not None:
+        below = ok & np.isfinite(bound) & (hi < np.nan_to_num(bound, nan=-np.inf))
         if below.any():
             line += f"; its upper estimate lies below VI's ELBO at {int(below.sum())} cells"
     return markup.warning(line + (f": {remedy}." if remedy else "."))
@@ -95,13 +112,13 @@ def standard_error_note(ds, remedy: str = "") -> str:
     line = (f"MCMC (AIS) standard error per point: median {np.median(se[ok]) / n:.4f}, "
             f"largest {se[ok].max() / n:.4f}; differences smaller than that are not "
             "resolved.")
-    if "vi" not in methods:
+    bound = elbo(ds)
+    if bound is None:
         return markup.caption(line)
-    vi = ds["log_marginal"].sel(scheme="vi").values
-    below = ok & np.isfinite(vi) & ds["converged"].sel(scheme="vi").values & (mc < vi)
+    below = ok & np.isfinite(bound) & (mc < np.nan_to_num(bound, nan=-np.inf))
     if not below.any():
         return markup.caption(line)
-    z = ((vi - mc) / se)[below]
+    z = ((bound - mc) / se)[below]
     line += (f" At {int(below.sum())} of {int(ok.sum())} cells MCMC's estimate lies below "
              f"VI's lower bound (AIS's estimate is low on average), by at most "
              f"{z.max():.1f} standard errors")

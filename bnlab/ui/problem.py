@@ -108,14 +108,11 @@ def make_kernel(settings: LabSettings):
 
 def make_likelihood(settings: LabSettings, name: str):
     """The likelihood ``name`` with each of its hyperparameters (the keys of its
-    ``init_params()``) set from its control (``LIKELIHOOD_CONTROLS``)."""
-    names = list(catalog.make_likelihood(name).init_params())
-    unknown = [n for n in names if n not in LIKELIHOOD_CONTROLS]
-    if unknown:
-        raise ValueError(f"the {name} likelihood's {', '.join(unknown)} has no control in the "
-                         f"lab (it sets {', '.join(LIKELIHOOD_CONTROLS)})")
-    return catalog.make_likelihood(
-        name, **{n: float(getattr(settings, LIKELIHOOD_CONTROLS[n])) for n in names})
+    ``init_params()``) set from its control (``LIKELIHOOD_CONTROLS``); one the lab has
+    no control for keeps the likelihood's default (a surface may still vary it)."""
+    names = catalog.make_likelihood(name).init_params()
+    return catalog.make_likelihood(name, **{n: float(getattr(settings, LIKELIHOOD_CONTROLS[n]))
+                                            for n in names if n in LIKELIHOOD_CONTROLS})
 
 
 def make_model(settings: LabSettings, X: np.ndarray, lik):

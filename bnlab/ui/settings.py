@@ -9,7 +9,7 @@ from __future__ import annotations
 import param
 
 from bnlab.gkl import COVARIANCES
-from bnlab.methods import DIRECT, REGISTRY, takes_alpha
+from bnlab.methods import DIRECT, REGISTRY, takes_alpha, takes_base
 
 from . import catalog
 from .presets import preset_changes
@@ -122,7 +122,7 @@ class LabSettings(param.Parameterized):
         return float(self.alpha) if self.takes_alpha() else 1.0
 
     def method_options(self) -> tuple:
-        if self.method == "heuristic":
+        if takes_base(self.method):
             return (("base", self.base),)
         return ()
 
@@ -158,7 +158,7 @@ class LabSettings(param.Parameterized):
             with_alpha = [n for n in REGISTRY if takes_alpha(n)]
             out["alpha"] = (f"α is the Power-EP power: only for {', '.join(with_alpha)} "
                             "(ep is α = 1)")
-        if self.method != "heuristic":
+        if not takes_base(self.method):
             out["base"] = "only for the heuristic PSD fix"
         if self.method in DIRECT:
             out["rho"] = f"{self.method} optimises (m, C) directly: there is no site damping"

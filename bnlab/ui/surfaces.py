@@ -20,8 +20,8 @@ from .provenance import ComputedWith
 from .settings import LabSettings
 from .surface_plots import best_row, contour_layout, convergence_note, slice_plot
 from .surface_stars import Stars
-from .surfaces_model import (AXES, MCMC_TEMPS, SURFACE_MAX_ITERS, THETA_SETTINGS,
-                             SurfacesModel, available_axes, current_theta)
+from .surfaces_model import (MCMC_TEMPS, SURFACE_MAX_ITERS, THETA_SETTINGS, SurfacesModel,
+                             available_axes, current_theta)
 from .trajectories import LEARNERS
 
 
@@ -36,8 +36,9 @@ class SurfacesView(pn.viewable.Viewer):
     on the button or, while quick, as the sidebar changes (``live``), and its
     drawing."""
 
-    axis0 = param.Selector(default="variance", objects=list(AXES))
-    axis1 = param.Selector(default="lengthscale", objects=list(AXES))
+    # every kernel has these two; the model's other axes are offered by ``_refresh_axes``
+    axis0 = param.Selector(default="variance", objects=["variance", "lengthscale"])
+    axis1 = param.Selector(default="lengthscale", objects=["variance", "lengthscale"])
     lo0 = param.Number(default=0.1)
     hi0 = param.Number(default=100.0)
     lo1 = param.Number(default=0.1)
@@ -205,7 +206,8 @@ class SurfacesView(pn.viewable.Viewer):
             self.model.message, follow, convergence_note(ds, SURFACE_MAX_ITERS),
             mcmc_note(ds, remedy=more)) if t)
         # the grid's own axes are not the sidebar's: their sidebar values only move the ★
-        self.made.record(made, free={THETA_SETTINGS[a] for a in (self.axis0, self.axis1)})
+        self.made.record(made, free={THETA_SETTINGS[a] for a in (self.axis0, self.axis1)
+                                     if a in THETA_SETTINGS})
         row = best_row(ds, self.variable.value)
         with pn.io.hold():
             moved = row != self.slice.value

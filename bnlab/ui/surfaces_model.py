@@ -11,17 +11,19 @@ import time
 import numpy as np
 import param
 
+from bnlab import hyperparameters
 from bnlab.methods import REGISTRY, takes_alpha
 
-from . import catalog
 from .mcmc_ref import schedule_ladder
-from .problem import build_problem
+from .problem import build_problem, make_kernel, make_likelihood
 from .settings import LIKELIHOOD_CONTROLS, LabSettings
 from .trajectories import learn_trajectories
 
-AXES = ("lengthscale", "variance", "period", *LIKELIHOOD_CONTROLS, "alpha")
-#: the sidebar setting behind each surface axis
-THETA_SETTINGS = {**{a: a for a in AXES}, **LIKELIHOOD_CONTROLS}
+#: the sidebar setting behind each surface axis the lab has a control for: the kernel's
+#: hyperparameters (``problem.make_kernel``), the likelihood's (``LIKELIHOOD_CONTROLS``)
+#: and α; a likelihood hyperparameter without one keeps the likelihood's default
+THETA_SETTINGS = {"lengthscale": "lengthscale", "variance": "variance", "period": "period",
+                  **LIKELIHOOD_CONTROLS, "alpha": "alpha"}
 #: iterations per cell: ``bnlab.surface``'s default, named for the page's note
 SURFACE_MAX_ITERS = 200
 #: the MCMC schedules offered (AIS temperatures per grid point): those of the live
@@ -29,28 +31,34 @@ SURFACE_MAX_ITERS = 200
 MCMC_TEMPS = schedule_ladder()
 
 
-def available_axes(settings: LabSettings, methods=()) -> list:
-    """The hyperparameters the current model has (a surface over another fails): the
-    kernel's, the likelihood's (the keys of its ``init_params()`` the lab has a control
-    for: noise, scale, df), and α when a chosen method has it
-    (``bnlab.methods.takes_alpha``, with the default options the surface runs each
-    method with)."""
-    out = ["lengthscale", "variance"]
-    if settings.kernel == "periodic":
-        out.append("period")
+def _likelihood_params(settings: LabSettings) -> dict:
+    """The sidebar's likelihood's hyperparameters (its ``init_params()``), none when it is
+    no longer offered (the surface's run says so)."""
     try:
-        lik = catalog.make_likelihood(settings.resolved_likelihood()).init_params()
-    except ValueError:            # no longer offered: the surface's run says so
-        lik = {}
-    out += [axis for axis in LIKELIHOOD_CONTROLS if axis in lik]
+        return make_likelihood(settings, settings.resolved_likelihood()).init_params()
+    except ValueError:
+        return {}
+
+
+def available_axes(settings: LabSettings, methods=()) -> list:
+    """The hyperparameters the current model has (a surface over another fails), named
+    by ``bnlab.hyperparameters`` from the kernel's and the likelihood's own
+    ``init_params()`` (the lab's one kernel serves every latent), and α when a chosen
+    method takes it (``bnlab.methods.takes_alpha``, with the default options the
+    surface runs each method with)."""
+    out = hyperparameters.names({"kernel": [make_kernel(settings).init_params()],
+                                 "likelihood": _likelihood_params(settings)})
     if any(takes_alpha(m) for m in methods if m in REGISTRY):
-        out.append("alpha")
+        out += hyperparameters.METHOD_SETTINGS
     return out
 
 
 def current_theta(settings: LabSettings) -> dict:
-    """The sidebar's value of every surface axis (the ★ on the panels)."""
-    return {axis: getattr(settings, name) for axis, name in THETA_SETTINGS.items()}
+    """The sidebar's value of every surface axis (the ★ on the panels): its control's,
+    or the likelihood's default for a likelihood hyperparameter the lab has no control
+    for."""
+    theta = {name: float(v) for name, v in _likelihood_params(settings).items()}
+    return {**theta, **{axis: getattr(settings, name) for axis, name in THETA_SETTINGS.items()}}
 
 
 def make_grid(rows: tuple, columns: tuple, points: int) -> dict:

@@ -87,6 +87,53 @@ def test_worker_threads_change_nothing(problem):
         bnlab.surface(model, ds.X, ds.y, workers=0, **kw)
 
 
+def test_a_method_running_another_s_iteration_says_so_in_its_record():
+    """``Method.iteration_of`` is true of the records: such a record is the named one's
+    in every field but its name, description and the energy it reports."""
+    from dataclasses import fields
+
+    from bnlab.methods import REGISTRY
+    twins = {n: m for n, m in REGISTRY.items() if m.iteration_of}
+    assert set(twins) == {"ep_like"}
+    for m in twins.values():
+        base = REGISTRY[m.iteration_of]
+        differ = {f.name for f in fields(m) if getattr(m, f.name) != getattr(base, f.name)}
+        assert differ == {"name", "description", "energy", "iteration_of"}, differ
+
+
+def test_a_registered_method_running_vi_s_iteration_shares_vi_s_run(problem):
+    """EP-like's record registered under a new name shares one surface run with VI, as
+    'ep_like' does (its record's ``iteration_of``, not its name, decides): one engine run
+    per cell for the two, on a log-concave likelihood with equal damping and iteration
+    limits only, and both surfaces equal their own ``bnlab.infer``."""
+    from dataclasses import replace
+
+    from bnlab.methods import REGISTRY, register, unregister
+    from bnlab.studies.surfaces import _site_groups
+    model, ds = problem
+    methods = ["laplace", "vi", "toy_ep_like"]
+    same, cap = dict.fromkeys(methods, 0.5), dict.fromkeys(methods, 200)
+    register(replace(REGISTRY["ep_like"], name="toy_ep_like"))
+    try:
+        assert _site_groups(methods, same, cap, True) == {"laplace": ["laplace"],
+                                                          "toy_ep_like": ["vi", "toy_ep_like"]}
+        apart = {m: [m] for m in methods}
+        assert _site_groups(methods, same, cap, False) == apart
+        assert _site_groups(methods, {**same, "vi": 0.3}, cap, True) == apart
+        grid = {"lengthscale": GRID["lengthscale"][:2], "variance": GRID["variance"][:2]}
+        s = bnlab.surface(model, ds.X, ds.y, methods=["vi", "toy_ep_like"], grid=grid,
+                          warm_start=False)
+        for i, ls in enumerate(grid["lengthscale"]):
+            for j, var in enumerate(grid["variance"]):
+                p = point_params(model.init_params(), tuple(grid), (ls, var))
+                for scheme, m in (("vi", "vi"), ("toy_ep_like", "ep_like")):
+                    r = bnlab.infer(model, ds.X, ds.y, method=m, params=p)
+                    np.testing.assert_allclose(float(s.log_marginal.sel(scheme=scheme)[i, j]),
+                                               r.log_marginal, rtol=1e-7)
+    finally:
+        unregister("toy_ep_like")
+
+
 def test_vi_surface_is_vis_own_even_where_the_ep_like_energy_is_undefined():
     """Student-t (not log-concave): at (ℓ, σ²) = (1, e^{7/3}) a VI iterate has a cavity
     that is not PD, so ``infer(method="ep_like")`` stops there as diverged while VI

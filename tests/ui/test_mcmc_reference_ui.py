@@ -94,6 +94,32 @@ def test_surfaces_page_counts_the_unresolved_cells():
     assert mcmc_note(ds(some)).startswith(interval_note(ds(some)))
 
 
+def test_the_lower_bound_is_every_elbo_the_surface_holds():
+    """The ELBO the notes hold MCMC against is that of any scheme whose record reports
+    one (energy 'vfe'), not VI's by name: VI's quasi-Newton variant alone gives it, and
+    with VI the higher of the two per cell (both are lower bounds on log p(y)); Power
+    EP's energy is none; a cell not converged gives none."""
+    import xarray as xr
+
+    from bnlab.ui.mcmc_notes import elbo
+    low = np.array([[-10.0, -9.0, -8.0], [-11.0, -10.0, -9.0]])
+    high = low + np.array([[0.5, -0.5, 0.0], [1.0, -1.0, 0.0]])
+
+    def ds(schemes, values, converged):
+        dims = ("scheme", "variance", "lengthscale")
+        return xr.Dataset({"log_marginal": (dims, np.stack(values)),
+                           "converged": (dims, np.stack(converged))},
+                          coords={"scheme": schemes, "variance": [0.5, 1.0],
+                                  "lengthscale": [0.5, 1.0, 2.0]})
+    yes, no = np.ones((2, 3), bool), np.array([[True, True, False], [True, True, True]])
+    np.testing.assert_array_equal(elbo(ds(["vi_qn"], [low], [yes])), low)
+    np.testing.assert_array_equal(elbo(ds(["vi", "vi_qn", "pep"], [low, high, high + 5],
+                                          [yes, no, yes])),
+                                  np.where(no, np.maximum(low, high), low))
+    assert elbo(ds(["pep", "laplace"], [low, high], [yes, yes])) is None
+    assert np.isnan(elbo(ds(["vi"], [low], [no]))[0, 2])
+
+
 def test_surfaces_page_greys_the_cells_mcmc_cannot_order():
     """A cell is grey on the MCMC panel, and the dashed MCMC contour leaves it out,
     where MCMC's interval ([lower − 2 se, upper + 2 se]) is wider than the tolerance

@@ -19,6 +19,7 @@ from bnlab.ui.surfaces import SurfacesView
 
 TOY = "toy_power_ep"
 TOY_LIKELIHOOD = "toy_normal"
+TOY_PRECISION = "toy_precision"
 
 
 @pytest.fixture
@@ -168,6 +169,75 @@ def test_an_added_likelihood_is_offered_and_runs_in_the_lab(toy_likelihood):
     _, logdet = np.linalg.slogdet(C)
     exact = -0.5 * (y @ np.linalg.solve(C, y) + logdet + len(y) * np.log(2 * np.pi))
     assert abs(run.energy[-1] - exact) < 1e-8
+
+
+class NormalByPrecision(bnlab.likelihoods.Likelihood):
+    """y = f + ε, ε ~ N(0, 1/τ), its hyperparameter a name no other likelihood has and
+    the lab has no control for: the precision τ."""
+
+    name = TOY_PRECISION
+    label = "Normal, noise as a precision"
+    log_concave = True
+
+    def __init__(self, precision=25.0):
+        self.precision = float(precision)
+
+    def init_params(self):
+        return {"precision": jnp.asarray(self.precision)}
+
+    def log_prob(self, params, y, f):
+        tau = params["precision"]
+        return 0.5 * (jnp.log(tau / (2 * jnp.pi)) - tau * (y - f[0]) ** 2)
+
+    def conditional_moments(self, params, f):
+        return f[:1], jnp.reshape(1 / params["precision"], (1, 1))
+
+
+@pytest.fixture
+def toy_precision():
+    bnlab.likelihoods.LIKELIHOODS[TOY_PRECISION] = NormalByPrecision
+    yield NormalByPrecision
+    del bnlab.likelihoods.LIKELIHOODS[TOY_PRECISION]
+
+
+def _evidence(X, y, lengthscale, variance, noise):
+    """log N(y | 0, K + noise·I): GP regression's exact log marginal likelihood."""
+    C = _matern52(X, lengthscale, variance) + noise * np.eye(len(y))
+    _, logdet = np.linalg.slogdet(C)
+    return -0.5 * (y @ np.linalg.solve(C, y) + logdet + len(y) * np.log(2 * np.pi))
+
+
+def test_a_new_likelihood_hyperparameter_is_a_surface_axis_and_is_learned(toy_precision):
+    """τ, named nowhere but in the toy's definition (``bnlab.hyperparameters`` reads it
+    from ``init_params()``), is offered by the lab's Surfaces page and is an axis of
+    ``bnlab.surface``: the page's VI surface over (τ, lengthscale) is the exact log p(y)
+    of GP regression with noise variance 1/τ (VI is exact for a Gaussian likelihood).
+    Learning takes it too: the gradient in log τ is that evidence's (central
+    differences)."""
+    from bnlab.studies.learning import learnable, objective_gradient
+    settings = LabSettings(dataset="regression_1d", likelihood=TOY_PRECISION, method="vi")
+    view = SurfacesView(settings)
+    assert "precision" in view.param.axis0.objects
+    view.methods.value = ["vi"]
+    view.param.update(axis0="precision", lo0=4.0, hi0=100.0, axis1="lengthscale", lo1=0.3,
+                      hi1=3.0, points=3)
+    view.compute()
+    surface = view.dataset.log_marginal.sel(scheme="vi")
+    problem = build_problem(settings)
+    X, y = np.asarray(problem.X), np.asarray(problem.y)
+    variance = float(problem.params["kernel"][0]["variance"])
+    exact = [[_evidence(X, y, ls, variance, 1 / tau) for ls in surface.lengthscale.values]
+             for tau in surface.precision.values]
+    np.testing.assert_allclose(surface.values, exact, rtol=1e-8)
+
+    model, params = problem.model, problem.params
+    assert learnable(model, params)[0] == ["lengthscale", "variance", "precision"]
+    run = bnlab.infer(model, X, y, method="vi", params=params, damping=1.0, tol=1e-12)
+    _, grad = objective_gradient(model, X, y, "vi", params, run.sites, learn=["precision"])
+    h, tau, ls = 1e-5, float(params["likelihood"]["precision"]), settings.lengthscale
+    fd = (_evidence(X, y, ls, variance, np.exp(-h) / tau)
+          - _evidence(X, y, ls, variance, np.exp(h) / tau)) / (2 * h)
+    assert float(grad["precision"]) == pytest.approx(fd, rel=1e-6)
 
 
 @pytest.mark.parametrize("name, options", [("pep", {}), ("vi", {}),

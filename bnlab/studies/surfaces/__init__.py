@@ -27,8 +27,9 @@ warm run diverges is re-run cold. With ``warm_start=False`` every point is exact
 ``bnlab.infer(model, X, y, method, params=θ, ...)``.
 
 The VI and EP-like surfaces share one run: 'ep_like' is the VI site iteration scored
-by the EP energy (Li et al. 2023, eq. 11), so both energies are read off the same
-converged sites. 'mcmc' is annealed importance sampling (``bnlab.studies.mcmc``).
+by the EP energy (Li et al. 2023, eq. 11; its record's ``iteration_of``), so both
+energies are read off the same converged sites. 'mcmc' is annealed importance sampling
+(``bnlab.studies.mcmc``).
 
 The package: ``axes`` (the grid), ``site_runs`` (site methods, scan or vmap),
 ``layers`` (G-KL, MCMC, the Dataset), ``blocks`` (the scheduler), ``batched`` (the vmap
@@ -47,30 +48,35 @@ from ...infer import check_energy, prepare_problem, validate_data, validate_sett
 from ...methods.registry import DIRECT, REGISTRY, check_method_name, takes_alpha
 from ..devices import local_devices
 from ..work_limits import check_surface_size
-from .axes import LIKELIHOOD_AXES, grid_axes, point_params
+from .axes import grid_axes, point_params
 from .batched import state_bytes
 from .blocks import ThreadPool, default_workers, plan_blocks
 from .layers import gather, run_direct, run_mcmc
 from .site_runs import (BATCHINGS, SiteRun, SiteRunSpec, blocks_per_batch, open_store,
                         resolve_batching, run_site_blocks, site_solver)
 
-__all__ = ["surface", "grid_axes", "point_params", "LIKELIHOOD_AXES", "BATCHINGS"]
+__all__ = ["surface", "grid_axes", "point_params", "BATCHINGS"]
 
 
 def _site_groups(methods, damping, max_iters, log_concave):
-    """Engine runs needed: 'vi' and 'ep_like' share the VI iteration when their damping
-    and iteration limits agree and the likelihood is log-concave. The shared run is
-    'ep_like', which rejects a step whose cavity is not PD (the EP energy needs every
-    cavity); with log-concave likelihoods VI's site precisions are ≥ 0, so every cavity
-    precision 1/C_nn − λ_n is positive and no VI step is ever rejected for it, but a
-    non-log-concave one (Student-t) can make a cavity indefinite where VI itself goes on,
-    so there the two run separately and each equals ``bnlab.infer``."""
-    share = {"vi", "ep_like"} <= set(methods) and damping["vi"] == damping["ep_like"] \
-        and max_iters["vi"] == max_iters["ep_like"] and log_concave
+    """Engine runs needed: a method whose record runs another's site iteration
+    (``Method.iteration_of``: 'ep_like' runs VI's) shares one run with it when both are
+    asked for, their damping and iteration limits agree and the likelihood is
+    log-concave. The shared run is the scoring method's, which rejects a step whose
+    cavity is not PD (the EP energy needs every cavity); with log-concave likelihoods
+    VI's site precisions are ≥ 0, so every cavity precision 1/C_nn − λ_n is positive and
+    no VI step is ever rejected for it, but a non-log-concave one (Student-t) can make a
+    cavity indefinite where VI itself goes on, so there the two run separately and each
+    equals ``bnlab.infer``."""
+    run = {m: m for m in methods}
+    for m in methods:
+        base = REGISTRY[m].iteration_of
+        if (log_concave and base in run and run[base] == base and damping[base] == damping[m]
+                and max_iters[base] == max_iters[m]):
+            run[base] = m
     groups = {}
     for m in methods:
-        run = "ep_like" if share and m in ("vi", "ep_like") else m
-        groups.setdefault(run, []).append(m)
+        groups.setdefault(run[m], []).append(m)
     return groups
 
 
@@ -92,8 +98,9 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
             batch_points=None) -> xr.Dataset:
     """Evaluate each method's approximate log marginal likelihood on a 2-D grid.
 
-    ``grid``: {name: values, name: values} over kernel hyperparameters (lengthscale,
-    variance, period), likelihood ones (noise, df, scale) or the PEP power ``alpha``.
+    ``grid``: {name: values, name: values} over the model's hyperparameters (the
+    kernel's and the likelihood's, named by ``bnlab.hyperparameters``: lengthscale,
+    variance, noise, …) or the PEP power ``alpha``.
     ``methods``: any site method name, 'gkl' and 'mcmc'; ``alpha``, ``damping``,
     ``max_iters``, ``tol``, ``backtracking``, ``acceleration``, ``cubature`` mean what
     they mean in ``bnlab.infer``;

@@ -1,14 +1,13 @@
-"""A surface's grid: its two axes (kernel, likelihood or Power-EP hyperparameters) and
-the hyperparameters at one grid point."""
+"""A surface's grid: its two axes (hyperparameters of the model, named as
+``bnlab.hyperparameters`` names them, or Power EP's α) and the hyperparameters at one
+grid point."""
 from __future__ import annotations
 
-import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["grid_axes", "point_params", "point_alpha", "LIKELIHOOD_AXES", "SETTING_AXES"]
+from ... import hyperparameters
 
-LIKELIHOOD_AXES = ("noise", "df", "scale")
-SETTING_AXES = ("alpha",)
+__all__ = ["grid_axes", "point_params", "point_alpha"]
 
 
 def grid_axes(model, grid) -> list[tuple[str, np.ndarray]]:
@@ -18,11 +17,7 @@ def grid_axes(model, grid) -> list[tuple[str, np.ndarray]]:
         raise ValueError(f"grid must be a dict of two hyperparameter names to values, got {type(grid).__name__}")
     if len(grid) != 2:
         raise ValueError(f"grid must have exactly two axes, got {len(grid)}: {list(grid)}")
-    kernels = model.init_params()["kernel"]
-    known = {k for kp in kernels for k in kp}
-    if len(kernels) > 1:          # one latent's kernel: the names ``bnlab.studies.learning`` uses
-        known |= {f"{k}_{i}" for i, kp in enumerate(kernels) for k in kp}
-    known |= set(model.likelihood.init_params()) | set(SETTING_AXES)
+    known = set(hyperparameters.names(model.init_params())) | set(hyperparameters.METHOD_SETTINGS)
     axes = []
     for name, values in grid.items():
         if name not in known:
@@ -48,19 +43,10 @@ def grid_axes(model, grid) -> list[tuple[str, np.ndarray]]:
 
 
 def point_params(base, names, theta):
-    """``base`` hyperparameters with the grid names set to ``theta`` (traceable).
-    A kernel name applies to every latent's kernel, "name_i" (several latents) to
-    latent i's only; an ARD lengthscale becomes isotropic."""
-    kernels = [dict(kp) for kp in base["kernel"]]
-    lik = dict(base["likelihood"])
-    for name, value in zip(names, theta):
-        for i, kp in enumerate(kernels):
-            key = name.removesuffix(f"_{i}") if len(kernels) > 1 else name
-            if key in kp:
-                kp[key] = jnp.broadcast_to(value, jnp.shape(kp[key])).astype(float)
-        if name in lik:
-            lik[name] = jnp.asarray(value, float)
-    return {"kernel": kernels, "likelihood": lik}
+    """``base`` hyperparameters with the grid names set to ``theta`` (traceable;
+    ``bnlab.hyperparameters.assign``: a kernel name applies to every latent's kernel,
+    "name_i" to latent i's only; an ARD lengthscale becomes isotropic)."""
+    return hyperparameters.assign(base, dict(zip(names, theta)))
 
 
 def point_alpha(names, theta, alpha):

@@ -18,6 +18,9 @@ marginal variances (``posterior.full``), the signed factor's leaves
 (``linalg.dense``) — is named, with its share, in benchmarks/README.md ("Batched
 surfaces").
 
+In float64 on an accelerator too (float32 sites do not settle); consumer GPUs run
+float64 at 1/32 to 1/64 of their float32 rate, so a CPU serves better there.
+
 Each point follows exactly the rules of the scan path (``site_runs._solver``): it
 starts from the given warm-start sites or cold, a warm run that diverges is redone
 cold, the iteration count, converged / diverged flags and PSD flag are its own run's,

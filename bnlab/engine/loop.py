@@ -137,9 +137,9 @@ class Engine(StepControl):
         if self.mean_only:
             self._step_marginals = (self.structure.marginals_mean_only_nonnegative if nonnegative
                                     else self.structure.marginals_mean_only)
-        self.init = jax.jit(self.init_pure)
+        self.init = self._exported("init", jax.jit(self.init_pure))
         self.propose = jax.jit(self.propose_pure)
-        self._step = jax.jit(self._step_without_prior)
+        self._step = self._exported("step", jax.jit(self._step_without_prior))
         self._runs = {}          # trace length → jitted run_pure
         self.predict = self._exported("predict", jax.jit(self.predict_pure))
         self.log_predictive = self._exported("log_predictive", jax.jit(self.log_predictive_pure))

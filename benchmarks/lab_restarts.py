@@ -1,9 +1,10 @@
 """The lab restarted: a second server's first plot against a warm server's.
 
-    python benchmarks/lab_restarts.py [--rounds 2] [--programs]
+    python benchmarks/lab_restarts.py [--rounds 2] [--programs] [--warm]
 
 Per round, in a fresh cache directory (``BNLAB_CACHE_DIR``), two ``panel serve
-apps/lab.py`` in a row, each with two visitors one after the other (a fresh headless
+apps/lab.py`` in a row (with ``--warm``: ``panel serve apps/lab.py --warm``, which builds
+the opening run before serving, as the README serves it), each with two visitors one after the other (a fresh headless
 Chromium context each, so no browser cache; the browser starts before the server):
 
 - server 1 starts with an empty compile cache; its first visitor compiles the opening
@@ -85,15 +86,15 @@ main()
 class Server:
     """One ``panel serve apps/lab.py`` on a free port, its spawn time and compile log."""
 
-    def __init__(self, env, log_path: Path):
+    def __init__(self, env, log_path: Path, args=()):
         self.port, self.log_path = _free_port(), log_path
         self.spawned = time.perf_counter()
         self.proc = subprocess.Popen(
             [sys.executable, "-c", SERVE, "serve", str(ROOT / "apps/lab.py"), "--port",
-             str(self.port), "--num-threads", "4", "--liveness",
-             "--allow-websocket-origin", f"localhost:{self.port}"],
+             str(self.port), "--liveness",
+             "--allow-websocket-origin", f"localhost:{self.port}", *args],
             cwd=ROOT, env=dict(env, BNLAB_BENCH_COMPILE_LOG=str(log_path)),
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stdout=open(log_path.with_suffix(".out"), "w"), stderr=subprocess.STDOUT)
         deadline = time.time() + 180
         while True:
             try:
@@ -101,7 +102,9 @@ class Server:
                 break
             except OSError:
                 if self.proc.poll() is not None or time.time() > deadline:
-                    raise RuntimeError("panel serve did not start") from None
+                    tail = log_path.with_suffix(".out").read_text()[-3000:]
+                    self.stop()
+                    raise RuntimeError(f"panel serve did not start:\n{tail}") from None
                 time.sleep(0.05)
         self.serving = time.perf_counter() - self.spawned
 
@@ -148,8 +151,8 @@ def events(after: dict, before: dict | None = None) -> dict:
             "traced": after["traced"][len(before["traced"]):]}
 
 
-def server_round(env, browser, log_path) -> dict:
-    server = Server(env, log_path)
+def server_round(env, browser, log_path, args) -> dict:
+    server = Server(env, log_path, args)
     try:
         first_nav, first_spawn = server.visit(browser)
         first_log = server.compile_log()
@@ -170,6 +173,7 @@ def describe(e: dict) -> str:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--warm", action="store_true", help="serve with panel's --warm")
     ap.add_argument("--programs", action="store_true",
                     help="list server 2's first visitor's traced and loaded programs")
     args = ap.parse_args()
@@ -183,10 +187,11 @@ def main():
             with tempfile.TemporaryDirectory() as cache:
                 own = dict(env, BNLAB_CACHE_DIR=cache)
                 log = Path(cache) / "compile-log.json"
-                one = server_round(own, browser, log)
-                two = server_round(own, browser, log)
+                serve = ["--warm"] if args.warm else []
+                one = server_round(own, browser, log, serve)
+                two = server_round(own, browser, log, serve)
             warm = statistics.median([one["warm"], two["warm"]])
-            print(f"round {r + 1}, load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
+            print(f"round {r + 1}{' (--warm)' if args.warm else ''}, load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
                   f"warm server's new session: {one['warm']:.2f} / {two['warm']:.2f} s "
                   f"(server 1 / 2)")
             for name, s in (("server 1 (empty cache)", one), ("server 2 (cache filled)", two)):
@@ -194,8 +199,8 @@ def main():
                       f"navigation → plot {s['first']:.2f} s (÷ warm {s['first'] / warm:.2f}), "
                       f"spawn → plot {s['first_spawn']:.2f} s (÷ warm "
                       f"{s['first_spawn'] / warm:.2f})")
-                print(f"    first visitor: {describe(s['events'])}")
-                print(f"    warm visitor:  {describe(s['warm_events'])}")
+                print(f"    to the first plot: {describe(s['events'])}")
+                print(f"    warm visitor:      {describe(s['warm_events'])}")
             if args.programs:
                 e = two["events"]
                 print("  server 2, first visitor — traced:", ", ".join(e["traced"]))

@@ -3,7 +3,7 @@ second process (the cache the first one filled) and a warm call (the same work a
 in the second process), against scikit-learn's GaussianProcessClassifier in a new
 process on the same grid; ratios printed.
 
-    python benchmarks/restarts.py [--rounds 2] [--browser] [--export-off]
+    python benchmarks/restarts.py [--rounds 2] [--export-off]
 
 - ``laplace``: Laplace-only 7 × 7 surface (logit, Newton ρ = 1, as scikit-learn),
   log ℓ ∈ [−1, 5], log σ² ∈ [−2, 10];
@@ -19,8 +19,8 @@ Data: IONOSPHERE's training split (n = 281, d = 34) where a development copy is 
 ``BNLAB_IONOSPHERE`` (default /work/shared/data/surface-splits/ionosphere.mat), else
 ``bnlab.datasets.synthetic_probit`` (n = 281, d = 10). Every process gets one BLAS
 thread and its own fresh cache directory per round; a first pass is timed from the
-process's spawn (import and data included), a warm pass on its own. ``--browser`` also times the lab: a fresh ``panel serve`` to the first
-drawn plot, first and second server (``app_latency.page_load``).
+process's spawn (import and data included), a warm pass on its own. The lab's first and
+second server: ``lab_restarts.py``.
 """
 import argparse
 import json
@@ -107,22 +107,9 @@ def round_once(env, works):
     return rows
 
 
-def lab_seconds(env):
-    old = dict(os.environ)
-    os.environ.update(env)
-    try:
-        sys.path.insert(0, str(ROOT / "benchmarks"))
-        from app_latency import page_load
-        return page_load()[0]
-    finally:
-        os.environ.clear()
-        os.environ.update(old)
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=1)
-    ap.add_argument("--browser", action="store_true", help="also time the lab's first plot")
     ap.add_argument("--export-off", action="store_true",
                     help="also the Laplace surface without stored exported programs")
     args = ap.parse_args()
@@ -145,12 +132,6 @@ def main():
                   f"{sk['first'] / w['first']:.2f}, second {sk['first'] / w['second']:.2f}, "
                   f"warm {sk['warm'] / w['warm']:.2f} | second ÷ warm "
                   f"{w['second'] / w['warm']:.1f}")
-    if args.browser:
-        with tempfile.TemporaryDirectory() as cache:
-            own = dict(env, BNLAB_CACHE_DIR=cache)
-            lab = [lab_seconds(own), lab_seconds(own)]
-        print(f"lab, fresh server → first plot: first {lab[0]:.1f} s, second {lab[1]:.1f} s, "
-              f"ratio {lab[1] / lab[0]:.2f}")
 
 
 if __name__ == "__main__":

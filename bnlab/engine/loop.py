@@ -85,6 +85,7 @@ from ..methods.registry import resolve
 from ..posterior import global_update
 from ..sites import (Marginals, Sites, damped_update, init_sites, max_relative_change,
                     min_eigenvalue, site_residual)
+from ..linalg import dense
 from ..linalg.small_blocks import inv_small
 from ..results import Trace
 from .state import Best, State, StepInfo, undamped_change
@@ -137,9 +138,9 @@ class Engine(StepControl):
         if self.mean_only:
             self._step_marginals = (self.structure.marginals_mean_only_nonnegative if nonnegative
                                     else self.structure.marginals_mean_only)
-        self.init = jax.jit(self.init_pure)
+        self.init = self._exported("init", jax.jit(self.init_pure))
         self.propose = jax.jit(self.propose_pure)
-        self._step = jax.jit(self._step_without_prior)
+        self._step = self._exported("step", jax.jit(self._step_without_prior))
         self._runs = {}          # trace length → jitted run_pure
         self.predict = self._exported("predict", jax.jit(self.predict_pure))
         self.log_predictive = self._exported("log_predictive", jax.jit(self.log_predictive_pure))
@@ -199,7 +200,8 @@ class Engine(StepControl):
         """``init_pure`` from a prepared prior (``structure.prepare``): the starting
         state at ``sites`` (the batched surfaces restart a point from its prior)."""
         N = sites.nat1.shape[0]
-        marg = self._marginals(prior, sites)
+        with dense.once():                   # once per run: compiled small, not unrolled
+            marg = self._marginals(prior, sites)
         aux = self.method.init_aux(N, self.model.num_latents)
         energy, objective, derivatives = self._energy(params, y, marg, sites, settings)
         step_size = jnp.asarray(settings.rho, float)
@@ -402,7 +404,8 @@ class Engine(StepControl):
         carry = (state0, trace0, jnp.asarray(0), jnp.asarray(False), jnp.asarray(False))
         state, trace, n, converged, diverged = jax.lax.while_loop(cond, body, carry)
         if self.mean_only:
-            state = state._replace(marginals=self._marginals(state.prior, state.sites))
+            with dense.once():
+                state = state._replace(marginals=self._marginals(state.prior, state.sites))
         return state, trace, n, converged, diverged
 
     def predict_pure(self, params, X, state: State, Xs):

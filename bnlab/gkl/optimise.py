@@ -16,7 +16,6 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import optax
 
 __all__ = ["Maximised", "maximise"]
 
@@ -40,6 +39,7 @@ def maximise(objective, params0, *, max_iters: int, tol, dim: int, memory: int =
     """Maximise ``objective(params)`` from ``params0`` (a pytree of arrays) in at most
     ``budget`` iterations (a run-time value; default ``max_iters``, which is static: the
     trace's length)."""
+    import optax                # here, not at import: ``import bnlab`` stays light
     budget = max_iters if budget is None else budget
     negative = lambda p: -objective(p)
     opt = optax.lbfgs(memory_size=memory,

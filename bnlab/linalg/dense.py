@@ -30,10 +30,13 @@ the known zero blocks are never multiplied:
                               ``jnp.linalg.cholesky`` adds.
 The recursion is unrolled at trace time. Leaves are dense; ``lower_triangular_inverse``
 stops at 32 rows up to N = 600, the solves at 64 (``inverse_leaf``, ``solve_leaf``), both
-at ``LEAF`` above; the products at ``LEAF``, except inside the inverses
+at ``LEAF`` above, and both take the whole matrix as one leaf inside ``once()``; the products at ``LEAF``, except inside the inverses
 (``INVERSE_PRODUCT_LEAF``); ``signed_cholesky_and_inverse`` at ``signed_leaf``.
 """
 from __future__ import annotations
+
+import contextlib
+import threading
 
 import jax
 import jax.numpy as jnp
@@ -47,19 +50,41 @@ def _split(n: int, block: int = 1) -> int:
     return max(block, (n // 2) // block * block)
 
 
+_ONCE = threading.local()
+
+
+@contextlib.contextmanager
+def once():
+    """Within it (while a program is traced, in this thread) ``lower_triangular_inverse``,
+    ``lower_solve`` and ``lower_solve_lower`` are one triangular solve each, without the
+    recursion: for code that a program runs once (a run's first and last marginals,
+    ``Engine``), where the unrolled recursion's hundreds of products cost seconds of
+    XLA compilation and save microseconds of run time."""
+    before = getattr(_ONCE, "active", False)
+    _ONCE.active = True
+    try:
+        yield
+    finally:
+        _ONCE.active = before
+
+
 def inverse_leaf(n: int) -> int:
     """Leaf size of ``lower_triangular_inverse`` for an N×N factor. Small leaves move
     flops from XLA's triangular solve into products, which pays inside the compiled
     loop of ``Engine.run`` up to a few hundred rows; for large factors the extra
     recursion costs more than it saves, so they keep ``LEAF`` (sizes chosen by
-    measurement, benchmarks/README.md)."""
+    measurement, benchmarks/README.md). Inside ``once()``: N, no recursion."""
+    if getattr(_ONCE, "active", False):
+        return n
     return 32 if n <= 600 else LEAF
 
 
 def solve_leaf(n: int) -> int:
     """Leaf size of ``lower_solve`` and ``lower_solve_lower`` for an N×N factor: the
     fastest of 16/32/64/128 rows for the prior-Cholesky form's solve
-    (``lower_solve_lower`` at N×N) on pl2's benchmark sites."""
+    (``lower_solve_lower`` at N×N) on pl2's benchmark sites. Inside ``once()``: N."""
+    if getattr(_ONCE, "active", False):
+        return n
     return 64 if n <= 600 else LEAF
 
 

@@ -31,7 +31,6 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from .. import hyperparameters
 from .._runtime.compiled import CompiledCache
@@ -114,6 +113,7 @@ def _compiled_adam_step(engine, model, params, names, learning_rate):
     state), shared by every ``joint`` call with the same engine, learned names and rate
     (the base θ is an argument)."""
     def build():
+        import optax            # here, not at import: ``import bnlab`` stays light
         _, _, from_free = learnable(model, params, list(names))
         objective = _fixed_site_objective(engine, from_free, _unroll(engine))
         optimizer = optax.adam(learning_rate)
@@ -135,6 +135,7 @@ def _compiled_hybrid_steps(model, params, names, cubature, e_steps, m_steps, m_r
     ep_like = get_engine(model, "ep_like", cubature)
 
     def build():
+        import optax            # here, not at import: ``import bnlab`` stays light
         _, _, from_free = learnable(model, params, list(names))
         l_ep = _fixed_site_objective(ep_like, from_free, 0)
         optimizer = optax.adam(m_rate)

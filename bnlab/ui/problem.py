@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 from typing import Any, NamedTuple
 
-import jax.numpy as jnp
+import jax
 import numpy as np
 
 import bnlab
@@ -192,4 +192,4 @@ def build_problem(settings: LabSettings) -> Problem:
         label = (f"the training inputs, by their projection on the first principal "
                  f"direction of the {X.shape[1]}-D inputs")
     return Problem(model, model.init_params(), Xj, yj, lik_name, data.description,
-                   x_plot, jnp.asarray(Xs), xs_plot, label, X.shape[1])
+                   x_plot, jax.device_put(Xs), xs_plot, label, X.shape[1])

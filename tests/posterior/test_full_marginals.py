@@ -45,6 +45,54 @@ def test_recursive_triangular_inverse_is_the_inverse(n):
     assert np.all(np.triu(inv, 1) == 0)
 
 
+def test_once_traces_one_triangular_solve_for_the_same_inverse_and_solves():
+    """Inside ``dense.once()`` (a run's first and last marginals) the inverse and the
+    solves are one triangular solve each, no products, and still numpy's answers; the
+    engine's loop keeps the recursion (products), also in a thread beside a ``once``."""
+    import threading
+
+    import jax
+    from bnlab.linalg import dense
+    n = 301
+    rng = np.random.default_rng(1)
+    A = rng.standard_normal((n, n))
+    L = jnp.asarray(np.linalg.cholesky(A @ A.T + n * np.eye(n)))
+    R = jnp.asarray(np.tril(rng.standard_normal((n, n))))
+
+    def names(jaxpr):                  # primitives, those of nested jits included
+        out = []
+        for e in jaxpr.eqns:
+            out.append(e.primitive.name)
+            inner = e.params.get("jaxpr")
+            if inner is not None:
+                out += names(getattr(inner, "jaxpr", inner))
+        return out
+
+    def primitives(fn, *args):         # a fresh function: no trace reused from a cache
+        return names(jax.make_jaxpr(lambda *a: fn(*a))(*args).jaxpr)
+
+    seen = {}
+
+    def outside():                     # another thread while this one is inside once()
+        seen["other"] = primitives(lower_triangular_inverse, L)
+
+    with dense.once():
+        thread = threading.Thread(target=outside)
+        thread.start()
+        thread.join()
+        once_inverse = primitives(lower_triangular_inverse, L)
+        once_solve = primitives(lower_solve_lower, L, R)
+        inv = np.asarray(lower_triangular_inverse(L))
+        X = np.asarray(lower_solve_lower(L, R))
+    assert "dot_general" not in once_inverse + once_solve
+    assert once_inverse.count("triangular_solve") == once_solve.count("triangular_solve") == 1
+    assert seen["other"].count("dot_general") > 10           # the recursion, unrolled
+    assert primitives(lower_triangular_inverse, L).count("dot_general") > 10
+    np.testing.assert_allclose(inv, np.linalg.inv(np.asarray(L)), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(X, np.linalg.solve(np.asarray(L), np.asarray(R)), rtol=0,
+                               atol=1e-13)
+
+
 @pytest.mark.parametrize("n, block", [(301, 1), (300, 2), (129, 1)])
 def test_triangular_products_equal_the_dense_products(n, block):
     rng = np.random.default_rng(n)

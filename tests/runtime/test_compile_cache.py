@@ -1,7 +1,8 @@
 """Every program bnlab compiles goes to the persistent compilation cache, under keys a
 new process computes again: a second process running the README's example, a small
 surface and the lab's opening run compiles nothing (counted from JAX's monitoring
-events by ``bnlab._runtime.compile_log``), in a private cache directory; and an
+events by ``bnlab._runtime.compile_log``), in a private cache directory, and the lab's
+opening run traces nothing but its stored exported programs; and an
 inference compiles its engine's programs only, no eager operation one by one."""
 import json
 import os
@@ -33,7 +34,7 @@ with CompileLog() as logs["surface"]:
 with CompileLog() as logs["lab"]:
     from bnlab.ui.app import Lab
     Lab().start()
-print(json.dumps({k: {"compiled": v.compiled, "loaded": len(v.loaded)}
+print(json.dumps({k: {"compiled": v.compiled, "loaded": len(v.loaded), "traced": v.traced}
                   for k, v in logs.items()}))
 """
 
@@ -55,6 +56,9 @@ def test_a_second_process_compiles_nothing(tmp_path):
     for work, log in second.items():
         assert log["compiled"] == [], f"{work}: compiled again in a second process: {log}"
         assert log["loaded"] > 0, f"{work}: loaded nothing from the cache: {log}"
+    # the lab's opening run (its engine's init and step, the band's predictions and
+    # predictive moments) comes from stored exports: a second server traces none of it
+    assert set(second["lab"]["traced"]) <= {"exported_program"}, second["lab"]
 
 
 #: a site method's inference with its predictions, and a G-KL inference, in a process

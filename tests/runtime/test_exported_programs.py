@@ -212,6 +212,14 @@ def test_the_key_holds_shapes_dtypes_the_code_and_only_reproducible_descriptions
     listed = ([np.zeros(7), np.float64(3.0)], np.int32(5))
     digests = {base, exported.program_digest("q", ARGS, devices)} | {
         exported.program_digest("p", a, devices) for a in (wider, single, weak, listed)}
+    # JAX arrays, asked twice (the second answer from this process's memo): their
+    # abstract value decides, as a NumPy argument's does
+    for _ in range(2):
+        same = ({"x": jnp.zeros(7), "scale": jnp.asarray(np.float64(3.0))}, jnp.int32(5))
+        assert exported.program_digest("p", same, devices) == base
+        weak_jax = ({"x": jnp.zeros(7), "scale": jnp.asarray(3.0)}, jnp.int32(5))
+        assert exported.program_digest("p", weak_jax, devices) == \
+            exported.program_digest("p", weak, devices)
     monkeypatch.setattr(exported, "source_digest", lambda: "edited code")
     digests.add(exported.program_digest("p", ARGS, devices))
     assert len(digests) == 7

@@ -1,5 +1,5 @@
 """``import bnlab`` stays light: the heavy parts (Panel, Dask, Zarr, xarray with pandas,
-netCDF, SciPy's optimisers) are imported where they are used, the public names that
+netCDF, SciPy's optimisers and special functions, optax) are imported where they are used, the public names that
 need them still resolve, and importing compiles no program."""
 import json
 import os
@@ -10,7 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 HEAVY = ("panel", "bokeh", "holoviews", "dask", "distributed", "zarr", "xarray", "pandas",
-         "netCDF4", "h5netcdf", "scipy.optimize")
+         "netCDF4", "h5netcdf", "scipy.optimize", "scipy.special", "optax")
 
 SCRIPT = """
 import json, sys

@@ -15,7 +15,7 @@ from ...engine.energies import energy as compute_energy
 from ...engine.loop import get_engine, trace_length
 from ...engine.state import Settings
 from ...methods.registry import REGISTRY
-from ...sites import Sites, init_sites
+from ...sites import INITIAL_SITE_PRECISION, Sites, init_sites
 from ..devices import local_devices, pad_to, sharded
 from .axes import point_alpha, point_params
 from .batched import points_per_program, solve_groups
@@ -175,7 +175,9 @@ class SiteRun:
     def __init__(self, spec, members, thetas, N, D):
         self.spec, self.members, self.run = spec, members, spec.run
         self.thetas = thetas
-        self.cold = init_sites(N, D)
+        # ``init_sites`` in NumPy: its jnp operations, eager here, compiled a program each
+        self.cold = Sites(np.zeros((N, D)),
+                          np.broadcast_to(INITIAL_SITE_PRECISION * np.eye(D), (N, D, D)))
         self.nat1 = np.zeros((thetas.shape[0], N, D))
         self.prec = np.zeros((thetas.shape[0], N, D, D))
         self.ok = np.zeros(thetas.shape[0], bool)   # converged sites usable as a warm start

@@ -1,9 +1,12 @@
 """Every program bnlab compiles goes to the persistent compilation cache, under keys a
-new process computes again: a second process running the README's example, a small
-surface and the lab's opening run compiles nothing (counted from JAX's monitoring
-events by ``bnlab._runtime.compile_log``), in a private cache directory, and the lab's
-opening run traces nothing but its stored exported programs; and an
-inference compiles its engine's programs only, no eager operation one by one."""
+new process computes again. ``bnlab warmup`` fills it for the lab's opening page and the
+README's example, also in a cache directory chosen for JAX (whose thresholds would keep
+only slow programs): a process after it compiles nothing for those, and a second process
+running them and a small surface compiles nothing at all (counted from JAX's monitoring
+events by ``bnlab._runtime.compile_log``), the lab's opening run tracing nothing but its
+stored exported programs; warmup names an unknown job and refuses a cache that is off.
+And an inference compiles its engine's programs only, no eager
+operation one by one."""
 import json
 import os
 import subprocess
@@ -39,26 +42,50 @@ print(json.dumps({k: {"compiled": v.compiled, "loaded": len(v.loaded), "traced":
 """
 
 
-def run_fresh_process(cache_dir):
+def _env(cache_dir, **extra):
     env = {k: v for k, v in os.environ.items()
            if k not in ("JAX_COMPILATION_CACHE_DIR", "BNLAB_XLA_CACHE")}
-    env.update(BNLAB_CACHE_DIR=str(cache_dir), JAX_PLATFORMS="cpu")
-    out = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=900)
+    env.update(BNLAB_CACHE_DIR=str(cache_dir), JAX_PLATFORMS="cpu", **extra)
+    return env
+
+
+def _run(args, env):
+    return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=900)
+
+
+def _compiled_in_a_new_process(env):
+    out = _run(["-c", SCRIPT], env)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def test_a_second_process_compiles_nothing(tmp_path):
-    first = run_fresh_process(tmp_path)
-    assert all(first[k]["compiled"] for k in first), first
-    second = run_fresh_process(tmp_path)
+def test_after_warmup_and_in_a_second_process_nothing_compiles(tmp_path):
+    env = _env(tmp_path / "bnlab", JAX_COMPILATION_CACHE_DIR=str(tmp_path / "jax"))
+    warm = _run(["-m", "bnlab.cli", "warmup", "--only", "lab,readme"], env)
+    assert warm.returncode == 0, warm.stderr[-3000:]
+    assert "bnlab warmup" in warm.stderr            # the progress bar
+    assert "lab: " in warm.stdout and "readme: " in warm.stdout
+    assert not (tmp_path / "bnlab" / "xla").exists()     # JAX's directory was kept
+    first = _compiled_in_a_new_process(env)
+    for work in ("readme", "lab"):                   # what the warmup covers
+        assert first[work]["compiled"] == [] and first[work]["loaded"] > 0, first
+    assert first["surface"]["compiled"], first          # not covered: compiled, and cached
+    second = _compiled_in_a_new_process(env)
     for work, log in second.items():
         assert log["compiled"] == [], f"{work}: compiled again in a second process: {log}"
         assert log["loaded"] > 0, f"{work}: loaded nothing from the cache: {log}"
     # the lab's opening run (its engine's init and step, the band's predictions and
     # predictive moments) comes from stored exports: a second server traces none of it
     assert set(second["lab"]["traced"]) <= {"exported_program"}, second["lab"]
+
+
+def test_warmup_names_an_unknown_job_and_refuses_a_cache_that_is_off(tmp_path):
+    unknown = _run(["-m", "bnlab.cli", "warmup", "--only", "lab,nope"], _env(tmp_path))
+    assert unknown.returncode == 2 and "unknown job(s) nope" in unknown.stderr
+    off = _run(["-m", "bnlab.cli", "warmup", "--only", "readme"],
+               _env(tmp_path, BNLAB_XLA_CACHE="0"))
+    assert off.returncode == 2 and "compilation cache is off" in off.stderr
 
 
 #: a site method's inference with its predictions, and a G-KL inference, in a process

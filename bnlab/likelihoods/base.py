@@ -153,6 +153,13 @@ class Likelihood:
         takes them from log Z's derivatives (``methods.power_ep``)."""
         return None
 
+    def exact_linearisation(self, params, mean):
+        """(μ (1,), A (1, D), Ω (1, 1)) of the statistical linear regression of E[y|f]
+        where it does not depend on q, because E[y|f] is linear in f and Cov[y|f]
+        constant (the regression is then the likelihood itself); None (the default):
+        from ``slr_moments`` (``methods.linearisation.slr``)."""
+        return None
+
     def slr_moments(self, params, mean, cov, rule):
         """The moments of the statistical linear regression of ν(f) = E[y|f] under
         N(mean, cov) (posterior linearisation, Wilkinson et al. 2023 eqs. 28–31):

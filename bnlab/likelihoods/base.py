@@ -142,6 +142,10 @@ class Likelihood:
         """ValueError where float64 cannot resolve the energy ``energy`` (a
         ``Method.energy`` kind) for these targets; nothing by default."""
 
+    def check_method(self, params, prior_variance, y, method):
+        """ValueError where float64 cannot resolve the iteration of ``method`` (a
+        ``Method`` record) at this prior variance; nothing by default."""
+
     def initial_site_precision(self, params):
         """The site precision a cold start takes (``Engine.init_pure``), or None for
         ``sites.INITIAL_SITE_PRECISION``."""

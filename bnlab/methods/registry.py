@@ -125,7 +125,7 @@ REGISTRY: dict[str, Method] = {m.name: m for m in (
     _PEP,
     _quasi_newton(name="pep_qn", energy="pep", make_local=pep_qn_local,
                   description="Power EP with damped-BFGS tilted Hessians",
-                  psd_guaranteed=False, uses_alpha=True,
+                  psd_guaranteed=False, uses_alpha=True, secant_cavity=True,
                   reuses_energy_pass=True, nonnegative_if_log_concave=False),
     riemannian(_PEP),
     Method(name="pl", energy="ep", make_local=pl_local, psd_guaranteed=True,

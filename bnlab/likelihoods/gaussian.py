@@ -70,12 +70,14 @@ class Gaussian(Likelihood):
         noise = float(params["noise"])
         scale = float(np.max(np.abs(y), initial=0.0))
         rounding = len(y) * (np.finfo(float).eps * scale) ** 2     # cost × σ_n²
-        cost = rounding / noise
+        with np.errstate(over="ignore"):
+            cost = rounding / noise
         if cost > ENERGY_ROUNDING:
+            size = f"{cost:.3g}" if np.isfinite(cost) else "more than 1e308"
             raise ValueError(
                 f"Gaussian noise {noise:.3g} is too small for {ENERGY_NAMES[energy]} with y up "
                 f"to {scale:.3g}: rounding the posterior mean to float64 costs it up to "
-                f"{cost:.3g} nats; use 'ep' or 'pep' (exact for a Gaussian likelihood) or "
+                f"{size} nats; use 'ep' or 'pep' (exact for a Gaussian likelihood) or "
                 f"a noise above {rounding / ENERGY_ROUNDING:.1g}")
 
     def check_method(self, params, prior_variance, y, method):

@@ -96,3 +96,21 @@ def test_energies_of_the_posterior_mean_are_exact_or_refused_at_tiny_noise(regre
             bnlab.surface(model, X[:, None], y, methods=["ep", method],
                           grid={"lengthscale": [0.5, 1.0], "variance": [1.0, 2.0]})
 
+
+
+def test_gkl_at_tiny_noise_is_refused_as_the_elbo_is(regression):
+    """G-KL's bound is the ELBO, maximised over (m, S) directly: the same (y − m)²/σ_n²
+    term, the same rounding cost, so the same refusal (``DirectMethod.energy``). At
+    σ_n² = 1e-50 it stopped at −8.6e30, 'not converged', where log p(y) = −6.01; at
+    σ_n² = 0.1 its full-covariance bound is the closed form."""
+    X, y = regression
+    model = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.Gaussian(noise=0.1))
+    res = bnlab.infer(model, X, y, method="gkl", covariance="full")
+    assert res.converged
+    assert res.log_marginal == pytest.approx(gaussian_log_evidence(X, y, 1.0, 0.1), rel=1e-7)
+    model = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.Gaussian(noise=1e-50))
+    with pytest.raises(ValueError, match=r"noise 1e-50 is too small for the ELBO"):
+        bnlab.infer(model, X, y, method="gkl", covariance="full")
+    with pytest.raises(ValueError, match=r"noise 1e-50 is too small for the ELBO"):
+        bnlab.surface(model, X, y, methods=["ep", "gkl"],
+                      grid={"lengthscale": [0.5, 1.0], "variance": [1.0, 2.0]})

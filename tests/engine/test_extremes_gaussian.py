@@ -114,3 +114,19 @@ def test_gkl_at_tiny_noise_is_refused_as_the_elbo_is(regression):
     with pytest.raises(ValueError, match=r"noise 1e-50 is too small for the ELBO"):
         bnlab.surface(model, X, y, methods=["ep", "gkl"],
                       grid={"lengthscale": [0.5, 1.0], "variance": [1.0, 2.0]})
+
+
+def test_a_surface_is_refused_where_any_cell_would_be(regression):
+    """A surface's cells share the refusals of ``infer``: pep_qn's at σ²/σ_n² > 1e4 and
+    the ELBO's at tiny noise, checked at the grid's corners (the checks are monotone in
+    each hyperparameter). The base hyperparameters (σ² = 1, σ_n² = 0.1) pass both; the
+    cells at σ² = 1e6 and at σ_n² = 1e-50 did not, and ran to flags only."""
+    X, y = regression
+    model = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.Gaussian(noise=0.1))
+    with pytest.raises(ValueError, match=r"noise 0\.1 is too small for 'pep_qn' against a "
+                                         r"prior variance of 1e\+06"):
+        bnlab.surface(model, X, y, methods=["pep_qn"],
+                      grid={"lengthscale": [1.0, 0.5], "variance": [1.0, 1e6]})
+    with pytest.raises(ValueError, match=r"noise 1e-50 is too small for the ELBO"):
+        bnlab.surface(model, X, y, methods=["vi"],
+                      grid={"noise": [1e-50, 0.1], "variance": [1.0, 2.0]})

@@ -90,3 +90,17 @@ def test_fixed_step_methods_converge_only_once_the_energy_settles(regression, me
     (they 'converged' at −6.014750 where log p(y) = −6.014642): convergence waits
     for the energy too (``engine.state.energy_settled``)."""
     assert _wrong_cells(method, *regression) == []
+
+
+def test_laplace_qn_at_a_vanishing_prior_variance_reaches_the_prior_limit():
+    """Probit at σ² = 1e-6: every f_n is within 1e-3 of 0, so log p(y) = N log Φ(0) up
+    to O(Nσ²) (here 1e-6). BayesNewton's B₀ = −100·I is 160 times the probit curvature
+    at 0 (−2/π) and the secant pairs, with steps of 1e-6, never repaired it: laplace_qn
+    'converged' at −6.931724, 2.5e-4 nats below the limit −6.931472."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=10)
+    y = np.where(X + 0.5 * rng.normal(size=10) > 0, 1.0, -1.0)
+    model = bnlab.GP(bnlab.kernels.Matern52(variance=1e-6), bnlab.likelihoods.Bernoulli("probit"))
+    res = bnlab.infer(model, X, y, method="laplace_qn")
+    assert res.converged
+    assert res.log_marginal == pytest.approx(10 * math.log(0.5), abs=1e-5)

@@ -82,11 +82,19 @@ def validate_data(model, X, y, name="X", width=None):
     return jax.device_put(X), jax.device_put(y)
 
 
-def check_energy(model, params, y, method, options=None):
-    """The likelihood's check that float64 resolves ``method``'s energy for these
-    targets (``Likelihood.check_energy``; the heuristic fix's energy is its base's)."""
+def check_resolution(model, params, y, method, options=None):
+    """The likelihood's checks that float64 resolves ``method``'s energy for these
+    targets (``Likelihood.check_energy``; the heuristic fix's energy is its base's, a
+    direct family's its bound's, ``DirectMethod.energy``) and a site method's iteration
+    at this prior variance (``Likelihood.check_method``)."""
+    lik_params, y = params["likelihood"], np.asarray(y)
+    if method in DIRECT:
+        if DIRECT[method].energy is not None:
+            model.likelihood.check_energy(lik_params, y, DIRECT[method].energy)
+        return
     record = resolve(method, base=dict(options or {}).get("base", "vi"))[0]
-    model.likelihood.check_energy(params["likelihood"], np.asarray(y), record.energy)
+    model.likelihood.check_energy(lik_params, y, record.energy)
+    model.likelihood.check_method(lik_params, model.largest_prior_variance(params), y, record)
 
 
 def prepare_problem(model, X, y, params=None):
@@ -176,7 +184,7 @@ class Stepper:
                              f"use bnlab.infer(..., method={method!r})")
         validate_settings(method, alpha, damping, 1, tol)
         self.X, self.y, self.params = prepare_problem(model, X, y, params)
-        check_energy(model, self.params, self.y, method, options)
+        check_resolution(model, self.params, self.y, method, options)
         self.method = method
         self.engine = get_engine(model, method, cubature, tuple(options.items()))
         self.settings = make_settings(alpha, damping, tol, backtracking, acceleration)
@@ -254,6 +262,7 @@ def infer(model, X, y, method="vi", *, alpha=1.0, damping=0.5, max_iters=200, to
     direct = DIRECT.get(method)
     if direct is not None:
         X, y, params = prepare_problem(model, X, y, params)
+        check_resolution(model, params, y, method)
         return direct.infer(model, X, y, params=params, max_iters=check_max_iters(max_iters),
                             tol=tol, cubature=cubature, **options)
     return Stepper(model, X, y, method, alpha=alpha, damping=damping, tol=tol,

@@ -105,12 +105,16 @@ class GP:
                 raise ValueError(f"params['inducing'] must be a finite (M, {width}) array, as many "
                                  f"columns as the inputs have, got shape {Z.shape}")
 
+    def largest_prior_variance(self, params) -> float:
+        """The largest prior variance of any latent: every kernel's diagonal is its
+        ``variance``."""
+        return max(float(kp["variance"]) for kp in params["kernel"])
+
     def check_scales(self, params, y):
         """ValueError where float64 cannot hold the problem at these hyperparameters
-        (``Likelihood.check_scales``, given the largest prior variance: every kernel's
-        diagonal is its ``variance``)."""
-        largest = max(float(kp["variance"]) for kp in params["kernel"])
-        self.likelihood.check_scales(params["likelihood"], largest, np.asarray(y))
+        (``Likelihood.check_scales``, given the largest prior variance)."""
+        self.likelihood.check_scales(params["likelihood"], self.largest_prior_variance(params),
+                                     np.asarray(y))
 
     def prior_covariance(self, params, X1, X2):
         """Prior covariance between the stacked latents at X1 and X2: (N1·D, N2·D)."""

@@ -27,7 +27,7 @@ from ..sites import Marginals, Sites, half_logdet, site_residual
 from . import batch_axis
 from .state import ASCENT_SLACK
 
-__all__ = ["Search", "search", "energy_settled", "psi", "falls", "shortened", "ARMIJO",
+__all__ = ["Search", "search", "psi", "falls", "shortened", "ARMIJO",
            "MAX_HALVINGS"]
 
 #: Armijo's sufficient-increase constant: Ψ(t) ≥ Ψ(0) + ARMIJO · t · Ψ'(0)
@@ -120,13 +120,3 @@ def search(lik, lik_params, y, settings, start: Marginals, start_sites: Sites, s
     rise = psi(lik, lik_params, y, marg.mean, site_residual(marg, sites)) - psi0
     settled = ~(rise > settings.rho * settings.tol * (1.0 + jnp.abs(psi0)))
     return sites, marg, Search(fell & extrapolated, settled)
-
-
-def energy_settled(settings, old_energy, energy):
-    """The step changed the energy by at most ρ_k·tol·(1 + |energy|). The line-searched
-    methods' damped site precisions approach W(m̂) by 1 − ρ a step; the site test
-    judges a precision far below the prior's (a logit site at large |f|) against a
-    floor of its own, while ½log|I + KΛ̄| moves by about K_nn times its change (3e-7
-    nats at σ² = e¹⁰ on the 281-point logit benchmark)."""
-    scale = 1.0 + jnp.abs(old_energy)
-    return ~(jnp.abs(energy - old_energy) > settings.rho * settings.tol * scale)

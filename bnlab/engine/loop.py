@@ -35,7 +35,8 @@ surface.py).
 
 Convergence, one rule for every site method: a step converges when it is accepted and
 the change an undamped step would make (``undamped_change``: the max relative site
-change over ρ_k/ρ) is below ``tol``. The rule reads the sites, which for the
+change over ρ_k/ρ) is below ``tol`` and the energy moved by at most ρ_k·tol relative
+(``energy_settled``). The rule reads the sites, which for the
 quasi-Newton forms include their BFGS matrices' effect; those stop moving at a fixed
 point because a secant pair below its rounding error is not used
 (``methods.quasi_newton.SECANT_RTOL``).
@@ -340,8 +341,9 @@ class Engine(StepControl):
         """The step's trace record. Its PSD flags and minimum site/cavity precisions are
         the proposed state's (what a rejection was about); its energy the next state's,
         NaN where the run diverged; ``converged``: accepted with an undamped change
-        below ``tol`` (module docstring) and, for the line-searched methods, Ψ
-        ``settled`` (``_searched``)."""
+        below ``tol`` (module docstring), the energy ``settled``
+        (``state.energy_settled``) and, for the line-searched methods, Ψ too
+        (``_searched``)."""
         sites, marg, finite_sites = proposal.sites, proposal.marginals, verdict.finite_sites
         if self.mean_only:           # these methods have no cavity (nor was C computed)
             cavity_ok, min_cavity = jnp.asarray(True), jnp.asarray(jnp.nan)

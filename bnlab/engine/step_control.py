@@ -13,7 +13,7 @@ from jax.flatten_util import ravel_pytree
 
 from ..sites import Sites
 from . import anderson, batch_axis, line_search
-from .state import ASCENT_SLACK, State
+from .state import ASCENT_SLACK, State, energy_settled
 
 __all__ = ["StepControl"]
 
@@ -64,10 +64,9 @@ class StepControl:
                                   state.sites, sites, marg, mix.extrapolated)
 
     def _energy_settled(self, settings, state: State, energy):
-        """True, or for the line-searched methods ``line_search.energy_settled``."""
-        if not self.method.line_search:
-            return jnp.asarray(True)
-        return line_search.energy_settled(settings, state.energy, energy)
+        """The step left the energy settled (``state.energy_settled``), which every
+        method's convergence waits for."""
+        return energy_settled(settings, state.energy, energy)
 
     # Anderson acceleration (``Settings.accelerate``, ``Method.mixing``)
     def _mixed(self, state: State, plain: Sites, settings):

@@ -256,4 +256,4 @@ def gkl_bound_at_optimum(params, X, y, *, model, covariance="full", band=None, r
 GKL = DirectMethod(name="gkl", description="Gaussian KL with a structured covariance (G-KL)",
                    infer=infer_gkl, bound_at_optimum=gkl_bound_at_optimum,
                    options=("covariance", "band", "rank", "order"),
-                   bound_options=("covariance", "band", "rank"))
+                   bound_options=("covariance", "band", "rank"), energy="vfe")

@@ -142,6 +142,10 @@ class Likelihood:
         """ValueError where float64 cannot resolve the energy ``energy`` (a
         ``Method.energy`` kind) for these targets; nothing by default."""
 
+    def check_method(self, params, prior_variance, y, method):
+        """ValueError where float64 cannot resolve the iteration of ``method`` (a
+        ``Method`` record) at this prior variance; nothing by default."""
+
     def initial_site_precision(self, params):
         """The site precision a cold start takes (``Engine.init_pure``), or None for
         ``sites.INITIAL_SITE_PRECISION``."""
@@ -151,6 +155,13 @@ class Likelihood:
         """Power EP's site targets (J, H) at the cavity in closed form, where the tilted
         moments determine the site without the cavity's variance; None (the default)
         takes them from log Z's derivatives (``methods.power_ep``)."""
+        return None
+
+    def exact_linearisation(self, params, mean):
+        """(μ (1,), A (1, D), Ω (1, 1)) of the statistical linear regression of E[y|f]
+        where it does not depend on q, because E[y|f] is linear in f and Cov[y|f]
+        constant (the regression is then the likelihood itself); None (the default):
+        from ``slr_moments`` (``methods.linearisation.slr``)."""
         return None
 
     def slr_moments(self, params, mean, cov, rule):

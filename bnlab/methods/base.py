@@ -86,6 +86,10 @@ class Method:
                                       # step control a step that lowers Ψ is shortened
                                       # (``bnlab.engine.line_search``)
     mixing: Mixing | None = None      # how Anderson acceleration may mix its steps
+    secant_cavity: bool = False       # its site precision −P\\B(αB + P\\)⁻¹ takes B from
+                                      # secant pairs (pep_qn): float64 cannot resolve it
+                                      # where the likelihood's curvature nearly cancels
+                                      # the cavity's precision (``Likelihood.check_method``)
     init_aux: Callable[[int, int], Any] = _no_aux   # per-site method state (BFGS)
     options: tuple = ()               # keyword options ``make_local`` accepts
     iteration_of: str | None = None   # the method whose site iteration this one runs

@@ -27,3 +27,5 @@ class DirectMethod:
     bound_at_optimum: Callable[..., Any]
     options: tuple = ()
     bound_options: tuple = ()
+    energy: str | None = None      # the ``Method.energy`` kind of its bound ("vfe": an
+                                   # ELBO), for ``Likelihood.check_energy``

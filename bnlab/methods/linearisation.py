@@ -31,9 +31,13 @@ LOG2PI = math.log(2 * math.pi)      # (jnp.log would compile a program at import
 
 
 def slr(lik, rule, lp, mean, cov):
-    """(μ (1,), A (1, D), Ω (1, 1)) of the statistical linear regression of ν(f) from
-    the likelihood's moments (``Likelihood.slr_moments``: closed form for probit,
-    else the rule)."""
+    """(μ (1,), A (1, D), Ω (1, 1)) of the statistical linear regression of ν(f): the
+    likelihood's own where it does not depend on q (``Likelihood.exact_linearisation``:
+    Gaussian noise), else from its moments (``Likelihood.slr_moments``: closed form
+    for probit, else the rule)."""
+    exact = lik.exact_linearisation(lp, mean)
+    if exact is not None:
+        return exact
     mu, Q, S = lik.slr_moments(lp, mean, cov, rule)
     Cinv = inv_small(cov)
     A = Q.T @ Cinv

@@ -50,8 +50,8 @@ from .direct import DirectMethod
 from .linearisation import pl2_gn_local, pl2_local, pl_local
 from .newton import laplace_gn_local, laplace_local, taylor_local
 from .power_ep import pep_local
-from .quasi_newton import (B0_SCALE, PEP_B0_SCALE, bfgs_init, laplace_qn_local, pep_qn_local,
-                           pl2_qn_local, vi_qn_local)
+from .quasi_newton import (bfgs_init, laplace_qn_local, pep_qn_local, pl2_qn_local,
+                           vi_qn_local)
 from .riemannian import heuristic_local, riemannian_local
 from .variational import vi_gn_local, vi_local
 
@@ -78,11 +78,12 @@ def heuristic(base: Method) -> Method:
                    description=f"heuristic {base.name}")
 
 
-def _quasi_newton(name, energy, make_local, description, b0_scale=B0_SCALE, **fields):
-    """A damped-BFGS form: per-site B starts at −b0_scale·I, ξ is ``qn_damping``."""
+def _quasi_newton(name, energy, make_local, description, **fields):
+    """A damped-BFGS form: per-site B starts at the surrogate's curvature
+    (``methods.quasi_newton``), ξ is ``qn_damping``."""
     return Method(name=name, energy=energy,
                   make_local=lambda lik, rule, qn_damping: make_local(lik, rule, qn_damping),
-                  description=description, init_aux=bfgs_init(b0_scale), options=("qn_damping",),
+                  description=description, init_aux=bfgs_init, options=("qn_damping",),
                   **fields)
 
 
@@ -124,7 +125,7 @@ REGISTRY: dict[str, Method] = {m.name: m for m in (
     _PEP,
     _quasi_newton(name="pep_qn", energy="pep", make_local=pep_qn_local,
                   description="Power EP with damped-BFGS tilted Hessians",
-                  b0_scale=PEP_B0_SCALE, psd_guaranteed=False, uses_alpha=True,
+                  psd_guaranteed=False, uses_alpha=True, secant_cavity=True,
                   reuses_energy_pass=True, nonnegative_if_log_concave=False),
     riemannian(_PEP),
     Method(name="pl", energy="ep", make_local=pl_local, psd_guaranteed=True,

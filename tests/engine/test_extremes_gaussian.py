@@ -96,3 +96,37 @@ def test_energies_of_the_posterior_mean_are_exact_or_refused_at_tiny_noise(regre
             bnlab.surface(model, X[:, None], y, methods=["ep", method],
                           grid={"lengthscale": [0.5, 1.0], "variance": [1.0, 2.0]})
 
+
+
+def test_gkl_at_tiny_noise_is_refused_as_the_elbo_is(regression):
+    """G-KL's bound is the ELBO, maximised over (m, S) directly: the same (y − m)²/σ_n²
+    term, the same rounding cost, so the same refusal (``DirectMethod.energy``). At
+    σ_n² = 1e-50 it stopped at −8.6e30, 'not converged', where log p(y) = −6.01; at
+    σ_n² = 0.1 its full-covariance bound is the closed form."""
+    X, y = regression
+    model = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.Gaussian(noise=0.1))
+    res = bnlab.infer(model, X, y, method="gkl", covariance="full")
+    assert res.converged
+    assert res.log_marginal == pytest.approx(gaussian_log_evidence(X, y, 1.0, 0.1), rel=1e-7)
+    model = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.Gaussian(noise=1e-50))
+    with pytest.raises(ValueError, match=r"noise 1e-50 is too small for the ELBO"):
+        bnlab.infer(model, X, y, method="gkl", covariance="full")
+    with pytest.raises(ValueError, match=r"noise 1e-50 is too small for the ELBO"):
+        bnlab.surface(model, X, y, methods=["ep", "gkl"],
+                      grid={"lengthscale": [0.5, 1.0], "variance": [1.0, 2.0]})
+
+
+def test_a_surface_is_refused_where_any_cell_would_be(regression):
+    """A surface's cells share the refusals of ``infer``: pep_qn's at σ²/σ_n² > 1e4 and
+    the ELBO's at tiny noise, checked at the grid's corners (the checks are monotone in
+    each hyperparameter). The base hyperparameters (σ² = 1, σ_n² = 0.1) pass both; the
+    cells at σ² = 1e6 and at σ_n² = 1e-50 did not, and ran to flags only."""
+    X, y = regression
+    model = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.Gaussian(noise=0.1))
+    with pytest.raises(ValueError, match=r"noise 0\.1 is too small for 'pep_qn' against a "
+                                         r"prior variance of 1e\+06"):
+        bnlab.surface(model, X, y, methods=["pep_qn"],
+                      grid={"lengthscale": [1.0, 0.5], "variance": [1.0, 1e6]})
+    with pytest.raises(ValueError, match=r"noise 1e-50 is too small for the ELBO"):
+        bnlab.surface(model, X, y, methods=["vi"],
+                      grid={"noise": [1e-50, 0.1], "variance": [1.0, 2.0]})

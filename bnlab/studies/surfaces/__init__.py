@@ -44,7 +44,7 @@ import numpy as np
 import xarray as xr
 
 from ...engine.loop import get_engine
-from ...infer import check_energy, prepare_problem, validate_data, validate_settings
+from ...infer import check_resolution, prepare_problem, validate_data, validate_settings
 from ...methods.registry import DIRECT, REGISTRY, check_method_name, takes_alpha
 from ..devices import local_devices
 from ..work_limits import check_surface_size
@@ -186,9 +186,15 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
     names = tuple(a[0] for a in axes)
     shape = (axes[0][1].size, axes[1][1].size)
     X, y, base = prepare_problem(model, X, y, params)
+    # the likelihoods' checks are monotone in each hyperparameter (a noise against the
+    # targets, a variance against a noise): the grid's four corners bound every cell
+    (_, first), (_, second) = axes
+    corners = [point_params(base, names, (a, b)) for a in (first.min(), first.max())
+               for b in (second.min(), second.max())]
     for m in methods:
-        if m in REGISTRY:
-            check_energy(model, base, y, m, method_options.get(m))
+        if m in REGISTRY or m in DIRECT:
+            for params_at in corners:
+                check_resolution(model, params_at, y, m, method_options.get(m))
     check_surface_size(X.shape[0], model.num_latents, shape[0] * shape[1], methods, max_iters,
                        mcmc_options, max_work, workers if client is None else 0)
     thetas = np.stack(np.meshgrid(axes[0][1], axes[1][1], indexing="ij"), -1).reshape(-1, 2)

@@ -16,6 +16,7 @@ import panel as pn
 from . import markup
 from .alpha_plots import AlphaPlots, point_picture
 from .alpha_sweep import ALPHAS, AlphaSweepModel, surprising_point, sweep_note
+from .held import held_on_event_loop
 from .layout import controls_row
 from .mcmc_ref import MCMCReference
 from .palette import LIGHT, Palette
@@ -98,13 +99,14 @@ class AlphaExplorer(pn.viewable.Viewer):
         sweep = self.sweep
         self.play_button.disabled = False
         self.point_input.end = len(problem.x_plot) - 1
-        with pn.io.hold():
-            self._draw_sweep()
-            point = surprising_point(sweep)
-            if self.point_input.value != point:
-                self.point_input.value = point               # its watcher draws the point
-            else:
-                self._draw_point()
+        # no ``pn.io.hold`` here: on a worker thread it would hold the whole page
+        # (``held_on_event_loop``); the plots' changes go out held, from the event loop
+        self._draw_sweep()
+        point = surprising_point(sweep)
+        if self.point_input.value != point:
+            self.point_input.value = point               # its watcher draws the point
+        else:
+            self._draw_point()
         self.made.record(made)
 
     def _truth(self):
@@ -113,14 +115,13 @@ class AlphaExplorer(pn.viewable.Viewer):
     def show_reference(self):
         """Redraw with the reference just computed (or dropped)."""
         if self.sweep is not None:
-            with pn.io.hold():
-                self._draw_sweep()
-                self._draw_point()
+            self._draw_sweep()      # not under a hold: see ``run_sweep``
+            self._draw_point()
 
     def _draw_sweep(self):
         sweep, truth = self.sweep, self._truth()
         self.note.object = sweep_note(sweep)
-        _on_event_loop(lambda: self.plots.show_sweep(sweep, truth))
+        held_on_event_loop(lambda: self.plots.show_sweep(sweep, truth))
 
     def _draw_point(self):
         """The chosen point's pictures for every α (the frames then only show them)."""
@@ -135,14 +136,14 @@ class AlphaExplorer(pn.viewable.Viewer):
         def draw():
             self.plots.show_point(sweep, point, truth)
             self.plots.show(sweep, k, pictures[k])
-        _on_event_loop(draw)
+        held_on_event_loop(draw)
 
     def _draw_frame(self):
         """The α on the slider, from the stored results (no computation)."""
         sweep, pictures, k = self.sweep, self._pictures, self.index
         if sweep is None or pictures is None:
             return
-        _on_event_loop(lambda: self.plots.show(sweep, k, pictures[k]))
+        held_on_event_loop(lambda: self.plots.show(sweep, k, pictures[k]))
 
     # -- ▶ -------------------------------------------------------------------------------
     def toggle_play(self):
@@ -186,13 +187,3 @@ class AlphaExplorer(pn.viewable.Viewer):
         self.model.close()
         self._pictures = None
 
-
-def _on_event_loop(draw):
-    """``draw`` (changes to plain Bokeh models, which Panel does not route to the event
-    loop itself, unlike its widgets' values) on the session's event loop, under the
-    document's lock and as one message, after any change queued there before it; at
-    once where there is no server (tests, notebooks) or on the loop already."""
-    def held():
-        with pn.io.hold():
-            draw()
-    pn.state.execute(held, schedule="auto")

@@ -10,6 +10,7 @@ from . import catalog, markup, palette
 from .alpha_explorer import AlphaExplorer
 from .compare_model import alpha_cell, run_pair, status_word
 from .compare_plots import comparison_plots
+from .held import held_on_event_loop
 from .layout import controls_row
 from .mcmc_ref import MCMCReference
 from .problem import build_problem
@@ -161,8 +162,10 @@ class CompareView(pn.viewable.Viewer):
         problem = self.pair_problem
         band, trace = comparison_plots(self.snaps, problem.x_label, self._truth(problem),
                                        self.colours)
-        with pn.io.hold():
+
+        def show():
             self.pair_pane.object, self.pair_trace.object = band, trace
+        held_on_event_loop(show)        # called on worker threads: never held there
 
     @property
     def sweep(self):

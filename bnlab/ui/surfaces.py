@@ -209,19 +209,19 @@ class SurfacesView(pn.viewable.Viewer):
         self.made.record(made, free={THETA_SETTINGS[a] for a in (self.axis0, self.axis1)
                                      if a in THETA_SETTINGS})
         row = best_row(ds, self.variable.value)
-        with pn.io.hold():
-            moved = row != self.slice.value
-            # a row that moved draws the slice (its watcher); one that did not, here
-            self.slice.param.update(end=ds.sizes[self.axis0] - 1, value=row)
-            if not moved:
-                self._draw_slice()
-            self._draw_contours()
+        # no ``pn.io.hold`` here or in ``draw``: they run on worker threads, where it
+        # would hold the whole page (``held.held_on_event_loop``)
+        moved = row != self.slice.value
+        # a row that moved draws the slice (its watcher); one that did not, here
+        self.slice.param.update(end=ds.sizes[self.axis0] - 1, value=row)
+        if not moved:
+            self._draw_slice()
+        self._draw_contours()
         self.downloads.visible = True
 
     def draw(self):
-        with pn.io.hold():
-            self._draw_contours()
-            self._draw_slice()
+        self._draw_contours()
+        self._draw_slice()
 
     def _draw_contours(self):
         if self.dataset is None:

@@ -130,3 +130,41 @@ def test_a_surface_is_refused_where_any_cell_would_be(regression):
     with pytest.raises(ValueError, match=r"noise 1e-50 is too small for the ELBO"):
         bnlab.surface(model, X, y, methods=["vi"],
                       grid={"noise": [1e-50, 0.1], "variance": [1.0, 2.0]})
+
+
+@pytest.mark.parametrize("grid, scale, refusal", [
+    ({"variance": [1.0, 1e150], "noise": [1e-151, 1e-2]}, 1.0,
+     r"^at the grid point variance = 1e\+150, noise = 1e-151: Gaussian noise 1e-151 against "
+     r"a prior variance of 1e\+150: their ratio exceeds 1e\+300"),
+    ({"variance": [1e-150, 1.0], "noise": [1e-150, 1.0]}, 1e100,
+     r"^at the grid point variance = 1e-150, noise = 1e-150: y reaches 1e\+100 .* "
+     r"log p\(y\) < −½‖y‖²")])
+def test_a_surface_is_refused_where_any_cell_leaves_float64(regression, grid, scale, refusal):
+    """``Gaussian.check_scales`` at the grid's corners, as ``infer`` applies it at one
+    point: σ²/σ_n² grows with σ² and falls with σ_n², ½‖y‖²/(Nσ² + σ_n²) falls with
+    both, so the corners bound every cell. With the base hyperparameters (σ² = 1,
+    σ_n² = 0.1) inside, a grid reaching σ²/σ_n² = 1e301, or y of size 1e100 against
+    σ² = σ_n² = 1e-150, is refused naming the grid point and the scale (before, only
+    the base hyperparameters were checked and the corner ran to flagged cells)."""
+    X, y = regression
+    model = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.Gaussian(noise=0.1))
+    with pytest.raises(ValueError, match=refusal):
+        bnlab.surface(model, X, y / np.max(np.abs(y)) * scale, methods=["ep"], grid=grid)
+
+
+def test_a_surface_just_inside_float64_is_the_closed_form(regression):
+    """Just inside the refusal (σ²/σ_n² up to 1e299) every EP cell of the surface is
+    converged and equals log N(y | 0, σ²C + σ_n²I) to 1e-6 relative. Cold started:
+    warm from σ_n² = 1e-149, damping 0.5 halves the site precision 1e149 per step
+    towards 1/σ_n² = 100, about 490 steps, beyond the 200 allowed."""
+    X, y = regression
+    model = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.Gaussian(noise=0.1))
+    variances, noises = [1.0, 1e150], [1e-149, 1e-2]
+    surf = bnlab.surface(model, X, y, methods=["ep"], warm_start=False,
+                         grid={"variance": variances, "noise": noises})
+    cells = surf.sel(scheme="ep")
+    for i, variance in enumerate(variances):
+        for j, noise in enumerate(noises):
+            assert bool(cells["converged"][i, j])
+            assert float(cells["log_marginal"][i, j]) == pytest.approx(
+                gaussian_log_evidence(X, y, variance, noise), rel=1e-6)

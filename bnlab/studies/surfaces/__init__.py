@@ -187,14 +187,20 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
     shape = (axes[0][1].size, axes[1][1].size)
     X, y, base = prepare_problem(model, X, y, params)
     # the likelihoods' checks are monotone in each hyperparameter (a noise against the
-    # targets, a variance against a noise): the grid's four corners bound every cell
+    # targets, a variance against a noise, ½‖y‖² against Nσ² + σ_n²; the others do not
+    # enter): the grid's four corners bound every cell
     (_, first), (_, second) = axes
-    corners = [point_params(base, names, (a, b)) for a in (first.min(), first.max())
-               for b in (second.min(), second.max())]
-    for m in methods:
-        if m in REGISTRY or m in DIRECT:
-            for params_at in corners:
-                check_resolution(model, params_at, y, m, method_options.get(m))
+    corners = [(a, b) for a in (first.min(), first.max()) for b in (second.min(), second.max())]
+    for corner in corners:
+        params_at = point_params(base, names, corner)
+        try:
+            model.check_scales(params_at, y)
+            for m in methods:
+                if m in REGISTRY or m in DIRECT:
+                    check_resolution(model, params_at, y, m, method_options.get(m))
+        except ValueError as err:
+            point = ", ".join(f"{n} = {v:g}" for n, v in zip(names, corner))
+            raise ValueError(f"at the grid point {point}: {err}") from err
     check_surface_size(X.shape[0], model.num_latents, shape[0] * shape[1], methods, max_iters,
                        mcmc_options, max_work, workers if client is None else 0)
     thetas = np.stack(np.meshgrid(axes[0][1], axes[1][1], indexing="ij"), -1).reshape(-1, 2)

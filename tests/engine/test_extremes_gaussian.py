@@ -152,19 +152,28 @@ def test_a_surface_is_refused_where_any_cell_leaves_float64(regression, grid, sc
         bnlab.surface(model, X, y / np.max(np.abs(y)) * scale, methods=["ep"], grid=grid)
 
 
-def test_a_surface_just_inside_float64_is_the_closed_form(regression):
+@pytest.mark.parametrize("warm_start, batching", [(False, "scan"), (True, "scan"),
+                                                    (True, "vmap")])
+def test_a_surface_just_inside_float64_is_the_closed_form(regression, warm_start, batching):
     """Just inside the refusal (σ²/σ_n² up to 1e299) every EP cell of the surface is
-    converged and equals log N(y | 0, σ²C + σ_n²I) to 1e-6 relative. Cold started:
-    warm from σ_n² = 1e-149, damping 0.5 halves the site precision 1e149 per step
-    towards 1/σ_n² = 100, about 490 steps, beyond the 200 allowed."""
+    converged and equals log N(y | 0, σ²C + σ_n²I) to 1e-6 relative, warm started or
+    cold, scanned or batched. Warm from σ_n² = 1e-149 to 1e-2, damping 0.5 halves the
+    site precision 1e149 per step towards 1/σ_n² = 100, about 490 steps, beyond the
+    200 allowed: the warm run stalls at the cap (before the fix: -7.385, unconverged,
+    where the closed form is -5.268) and the cell is redone cold, reporting the cold
+    run's iteration count."""
     X, y = regression
     model = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.Gaussian(noise=0.1))
     variances, noises = [1.0, 1e150], [1e-149, 1e-2]
-    surf = bnlab.surface(model, X, y, methods=["ep"], warm_start=False,
-                         grid={"variance": variances, "noise": noises})
+    surf = bnlab.surface(model, X, y, methods=["ep"], warm_start=warm_start,
+                         batching=batching, grid={"variance": variances, "noise": noises})
     cells = surf.sel(scheme="ep")
     for i, variance in enumerate(variances):
         for j, noise in enumerate(noises):
             assert bool(cells["converged"][i, j])
             assert float(cells["log_marginal"][i, j]) == pytest.approx(
                 gaussian_log_evidence(X, y, variance, noise), rel=1e-6)
+    if warm_start:
+        cold = bnlab.surface(model, X, y, methods=["ep"], warm_start=False, batching=batching,
+                             grid={"variance": variances, "noise": noises}).sel(scheme="ep")
+        assert int(cells["iterations"][0, 1]) == int(cold["iterations"][0, 1])

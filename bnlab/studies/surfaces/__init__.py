@@ -21,9 +21,12 @@ cancel, progress (per batch of blocks) and Dask tasks are the same.
 Warm start (default): the first grid column is walked top to bottom, then every row
 (rows = the *first* grid axis) from its first point: each point starts from the
 converged sites of the point before it in its row, a row's first point from the first
-point of the row above (the very first point starts cold, from ``sites.init_sites``). Warm starting changes the path, not the fixed point, so
-converged values agree with ``bnlab.infer`` to the convergence tolerance; a point whose
-warm run diverges is re-run cold. With ``warm_start=False`` every point is exactly
+point of the row above (the very first point starts cold, from ``sites.init_sites``).
+Warm starting changes the path, not the fixed point, so converged values agree with
+``bnlab.infer`` to the convergence tolerance; a point whose warm run diverges or stops
+at ``max_iters`` unconverged (a start far from its fixed point: damping halves a site
+precision of 1e149 towards 100 in about 490 steps) is re-run cold, and reports the cold
+run's value, iteration count and flags — so a warm and a cold surface agree there too. With ``warm_start=False`` every point is exactly
 ``bnlab.infer(model, X, y, method, params=θ, ...)``.
 
 The VI and EP-like surfaces share one run: 'ep_like' is the VI site iteration scored

@@ -9,7 +9,8 @@ a reduction over the mask. Each point's prior (K and its factor) is made once, b
 the loop, and is neither carried nor selected. Decisions for the whole batch are
 ``lax.cond`` on a reduction over it, which stay branches under ``vmap``: a point's
 starting state is made inside the loop (every point in the first iteration; later a
-point whose warm run diverged, from the initial sites), so that it is traced once and
+point whose warm run diverged or stopped at ``max_iters`` unconverged, from the
+initial sites), so that it is traced once and
 costs nothing in the iterations that need none; and the engine's own branches (Anderson
 mixing and its residual safeguard) are ``engine.batch_axis.cond``, decided over the
 active points. What still runs both branches for every point — the full GP's
@@ -22,10 +23,10 @@ In float64 on an accelerator too (float32 sites do not settle); consumer GPUs ru
 float64 at 1/32 to 1/64 of their float32 rate, so a CPU serves better there.
 
 Each point follows exactly the rules of the scan path (``site_runs._solver``): it
-starts from the given warm-start sites or cold, a warm run that diverges is redone
-cold, the iteration count, converged / diverged flags and PSD flag are its own run's,
-and the returned state of a mean-only method has its marginal variances computed
-once at the end, as ``Engine.run_pure`` does. So a point's value differs from the scan
+starts from the given warm-start sites or cold, a warm run that diverges or stops at
+``max_iters`` unconverged is redone cold, the iteration count, converged / diverged
+flags and PSD flag are its own run's (the cold one's after a redo), and the returned
+state of a mean-only method has its marginal variances computed once at the end, as ``Engine.run_pure`` does. So a point's value differs from the scan
 path's only by the rounding of batched against unbatched linear algebra (carried along
 to within the convergence tolerance).
 
@@ -135,8 +136,9 @@ def batched_points(engine, extra, names, with_test, alpha_axis):
 
         def restart(state, fresh, warm):
             """The points ``fresh`` at their starting state: warm or cold sites. Every
-            point in the first iteration; later, a point whose warm run diverged, cold
-            (the run the scan path makes after it, here in the same loop)."""
+            point in the first iteration; later, a point whose warm run diverged or
+            stalled at the cap, cold (the run the scan path makes after it, here in the
+            same loop)."""
             new = jax.vmap(begin)(thetas, prior, start_nat1, start_prec, warm)
             return _pick(fresh, new, state)
 
@@ -154,7 +156,7 @@ def batched_points(engine, extra, names, with_test, alpha_axis):
             converged = jnp.where(active, c, converged)
             diverged = jnp.where(active, d, diverged)
             psd = jnp.where(active, p, psd)
-            redo = active & d & warm
+            redo = active & warm & (d | (~c & (n >= max_iters)))   # the scan path's rule
             active = (active & ~c & ~d & (n < max_iters)) | redo
             return (state, jnp.where(redo, 0, n), converged & ~redo, diverged & ~redo,
                     psd & ~redo, active, warm & ~redo, redo)

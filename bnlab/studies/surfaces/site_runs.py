@@ -32,7 +32,8 @@ def _solver(engine, extra, names, max_iters, with_test, alpha_axis, devices):
     """The block program, compiled over ``devices`` (``studies.devices.sharded``: a
     leading axis of independent blocks split over them). A block runs the points of a chunk one after another with
     ``lax.scan``: each point starts from the last converged sites in the walk (warm) or
-    from the initial sites (cold); a warm run that diverges is redone cold.
+    from the initial sites (cold); a warm run that diverges or stops at ``max_iters``
+unconverged is redone cold, and the point reports the cold run (its count and flags).
 
     Why a scan over ``run_pure`` rather than ``vmap``: on CPU the Cholesky and
     triangular solves are LAPACK calls made matrix by matrix even when batched, a
@@ -58,15 +59,15 @@ def _build_solver(engine, extra, names, length, with_test, alpha_axis):
         def run(sites):
             return engine.run_pure(params, X, y, settings, max_iters, sites, length)
 
-        def attempt(carry):          # 1st: warm (if any); 2nd, only after a diverged
-            k, _ = carry               # warm run: cold. One run_pure in the program.
-            warm = use_start & (k == 0)
+        def attempt(carry):          # 1st: warm (if any); 2nd, only after a warm run
+            k, _ = carry               # that diverged or stopped at max_iters: cold.
+            warm = use_start & (k == 0)  # One run_pure in the program.
             return k + 1, run(Sites(jnp.where(warm, start.nat1, cold.nat1),
                                     jnp.where(warm, start.prec, cold.prec)))
 
-        def again(carry):
+        def again(carry):            # not converged: diverged, or stalled at the cap
             k, result = carry
-            return (k == 0) | ((k == 1) & use_start & result[4])
+            return (k == 0) | ((k == 1) & use_start & ~result[3])
 
         blank = jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype),
                                        jax.eval_shape(run, cold))

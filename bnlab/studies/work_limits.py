@@ -11,7 +11,9 @@ temperatures × chains × steps × (n² + ``AIS_MOVE_OVERHEAD``): every move of 
 draws from its start's Gaussian (an n² product with its factor) and shrinks its ellipse
 a few times, plus the runs that find its start (``START_MAX_ITERS`` iterations of EP,
 then of Laplace where EP does not converge; ``ais_start``) and a few n³ set-ups. All are
-upper bounds: a converged point stops long before its cap.
+upper bounds (a converged point stops long before its cap) but for the rare warm-started
+point that does not converge from its neighbour's sites: it is redone cold, up to twice
+its cap, which the estimate does not count.
 
 ``SECONDS_PER_UNIT``, ``ITERATION_OVERHEAD``, ``AIS_MOVE_COST`` and
 ``AIS_MOVE_OVERHEAD`` are calibrated on a 2-core CPU in float64 (the timings behind

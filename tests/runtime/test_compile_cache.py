@@ -1,8 +1,8 @@
 """Every program bnlab compiles goes to the persistent compilation cache, under keys a
 new process computes again. ``bnlab warmup`` fills it for the lab's opening page and the
 README's example, also in a cache directory chosen for JAX (whose thresholds would keep
-only slow programs): a process after it compiles nothing for those, and a second process
-running them and a small surface compiles nothing at all (counted from JAX's monitoring
+only slow programs): a process after it compiles nothing for those, and (in bnlab's own
+directory) a second process running them and a small surface compiles nothing at all (counted from JAX's monitoring
 events by ``bnlab._runtime.compile_log``), the lab's opening run tracing nothing but its
 stored exported programs; warmup names an unknown job and refuses a cache that is off.
 And an inference compiles its engine's programs only, no eager
@@ -15,12 +15,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: the README's example, a 3 × 3 three-method surface and the lab's opening page, each
-#: under its own log; prints what XLA compiled for each
-SCRIPT = """
-import json
-from bnlab._runtime.compile_log import CompileLog
-logs = {}
+_README = """
 with CompileLog() as logs["readme"]:
     import bnlab
     ds = bnlab.datasets.load("breast_cancer")
@@ -28,6 +23,8 @@ with CompileLog() as logs["readme"]:
                      likelihood=bnlab.likelihoods.Bernoulli(link="probit"))
     res = bnlab.infer(model, ds.X, ds.y, method="pep", alpha=0.5, damping=0.5)
     res.predict(ds.X_test), res.log_predictive(ds.X_test, ds.y_test)
+"""
+_SURFACE_AND_LAB = """
 with CompileLog() as logs["surface"]:
     import numpy as np
     X, y = bnlab.datasets.synthetic_probit()
@@ -37,9 +34,17 @@ with CompileLog() as logs["surface"]:
 with CompileLog() as logs["lab"]:
     from bnlab.ui.app import Lab
     Lab().start()
-print(json.dumps({k: {"compiled": v.compiled, "loaded": len(v.loaded), "traced": v.traced}
-                  for k, v in logs.items()}))
 """
+
+
+def _script(*works) -> str:
+    """A process running ``works`` (the README's example; a 3 × 3 three-method surface
+    and the lab's opening page), each under its own log; it prints what XLA compiled,
+    loaded and what JAX traced for each."""
+    return ("import json\nfrom bnlab._runtime.compile_log import CompileLog\nlogs = {}\n"
+            + "".join(works) +
+            'print(json.dumps({k: {"compiled": v.compiled, "loaded": len(v.loaded), '
+            '"traced": v.traced} for k, v in logs.items()}))\n')
 
 
 def _env(cache_dir, **extra):
@@ -54,30 +59,40 @@ def _run(args, env):
                           text=True, timeout=900)
 
 
-def _compiled_in_a_new_process(env):
-    out = _run(["-c", SCRIPT], env)
+def _compiled_in_a_new_process(env, *works):
+    out = _run(["-c", _script(*works)], env)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def test_after_warmup_and_in_a_second_process_nothing_compiles(tmp_path):
-    env = _env(tmp_path / "bnlab", JAX_COMPILATION_CACHE_DIR=str(tmp_path / "jax"))
+    env = _env(tmp_path)
     warm = _run(["-m", "bnlab.cli", "warmup", "--only", "lab,readme"], env)
     assert warm.returncode == 0, warm.stderr[-3000:]
     assert "bnlab warmup" in warm.stderr            # the progress bar
     assert "lab: " in warm.stdout and "readme: " in warm.stdout
-    assert not (tmp_path / "bnlab" / "xla").exists()     # JAX's directory was kept
-    first = _compiled_in_a_new_process(env)
+    first = _compiled_in_a_new_process(env, _README, _SURFACE_AND_LAB)
     for work in ("readme", "lab"):                   # what the warmup covers
         assert first[work]["compiled"] == [] and first[work]["loaded"] > 0, first
     assert first["surface"]["compiled"], first          # not covered: compiled, and cached
-    second = _compiled_in_a_new_process(env)
+    second = _compiled_in_a_new_process(env, _README, _SURFACE_AND_LAB)
     for work, log in second.items():
         assert log["compiled"] == [], f"{work}: compiled again in a second process: {log}"
         assert log["loaded"] > 0, f"{work}: loaded nothing from the cache: {log}"
     # the lab's opening run (its engine's init and step, the band's predictions and
     # predictive moments) comes from stored exports: a second server traces none of it
     assert set(second["lab"]["traced"]) <= {"exported_program"}, second["lab"]
+
+
+def test_warmup_writes_every_program_into_a_directory_chosen_for_jax(tmp_path):
+    """A directory chosen for JAX keeps JAX's thresholds for a script's own programs
+    (``xla_cache``), but warmup writes every program of its jobs there."""
+    env = _env(tmp_path / "bnlab", JAX_COMPILATION_CACHE_DIR=str(tmp_path / "jax"))
+    warm = _run(["-m", "bnlab.cli", "warmup", "--only", "readme"], env)
+    assert warm.returncode == 0, warm.stderr[-3000:]
+    assert not (tmp_path / "bnlab" / "xla").exists()     # JAX's directory was kept
+    after = _compiled_in_a_new_process(env, _README)["readme"]
+    assert after["compiled"] == [] and after["loaded"] > 0, after
 
 
 def test_warmup_names_an_unknown_job_and_refuses_a_cache_that_is_off(tmp_path):

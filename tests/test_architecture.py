@@ -210,12 +210,28 @@ def test_every_family_returns_the_one_result_type():
                - results[1].log_predictive(Xs, np.sin(2 * Xs[:, 0]))) < 1e-5
 
 
-def _method_literals(node) -> list[str]:
-    """The method names (``bnlab.methods.method_names()``) written as string literals in
-    ``node``: a constant, or a tuple, list or set of constants."""
+def _name_comparisons(root, names) -> list[str]:
+    """The comparisons under ``root`` with one of ``names`` written as a string literal
+    on a side (a constant, or a tuple, list or set of constants), as "line N: source". A
+    record's ``.energy`` compared with an energy's name passes: 'laplace', 'pep' and 'ep'
+    name energies too."""
+    found = []
+    for node in ast.walk(root):
+        if isinstance(node, ast.Compare):
+            sides = (node.left, *node.comparators)
+            if any(isinstance(s, ast.Attribute) and s.attr == "energy" for s in sides):
+                continue
+            for side in sides:
+                items = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]
+                if any(isinstance(c, ast.Constant) and c.value in names for c in items):
+                    found.append(f"line {node.lineno}: {ast.unparse(node)}")
+                    break
+    return found
+
+
+def _method_names() -> set:
     from bnlab.methods import method_names
-    items = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
-    return [c.value for c in items if isinstance(c, ast.Constant) and c.value in method_names()]
+    return set(method_names())
 
 
 def _mentions_alpha(*nodes) -> bool:
@@ -240,16 +256,7 @@ def alpha_name_decisions(source: str) -> list[str]:
             decisive.append(node.test)
         elif isinstance(node, ast.IfExp) and _mentions_alpha(node.body, node.orelse):
             decisive.append(node.test)
-    found = set()
-    for root in decisive:
-        for node in ast.walk(root):
-            if isinstance(node, ast.Compare):
-                sides = (node.left, *node.comparators)
-                if any(isinstance(s, ast.Attribute) and s.attr == "energy" for s in sides):
-                    continue
-                if any(_method_literals(side) for side in sides):
-                    found.add(f"line {node.lineno}: {ast.unparse(node)}")
-    return sorted(found)
+    return sorted({where for root in decisive for where in _name_comparisons(root, _method_names())})
 
 
 #: the packages that read method and likelihood facts from the records, never from names
@@ -257,17 +264,17 @@ def alpha_name_decisions(source: str) -> list[str]:
 READERS = ("ui", "studies")
 
 
-def _readers_files():
-    return [path for unit in READERS for path in sorted((PACKAGE / unit).rglob("*.py"))]
+def _found_in_readers(check) -> list[str]:
+    """What ``check(source)`` finds in every module of ``READERS``, each named."""
+    return [f"{path.relative_to(PACKAGE)} {where}"
+            for unit in READERS for path in sorted((PACKAGE / unit).rglob("*.py"))
+            for where in check(path.read_text())]
 
 
 def test_the_lab_and_the_studies_ask_the_records_whether_a_method_takes_alpha():
     """No ``bnlab/ui`` or ``bnlab/studies`` module decides α by a method's name: one
     rule, the records'."""
-    found = []
-    for path in _readers_files():
-        found += [f"{path.relative_to(PACKAGE)} {where}"
-                  for where in alpha_name_decisions(path.read_text())]
+    found = _found_in_readers(alpha_name_decisions)
     assert not found, "α decided by method names, not by Method.uses_alpha:\n" + "\n".join(found)
 
 
@@ -300,22 +307,11 @@ def method_name_decisions(source: str) -> list[str]:
     ``takes_base``), so a method registered beside it is decided the same way. A
     record's ``.energy`` compared with an energy's name passes ('laplace', 'pep' and 'ep'
     name energies too), and so do names used otherwise (defaults, a tour's settings)."""
-    found = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Compare):
-            sides = (node.left, *node.comparators)
-            if any(isinstance(s, ast.Attribute) and s.attr == "energy" for s in sides):
-                continue
-            if any(_method_literals(side) for side in sides):
-                found.append(f"line {node.lineno}: {ast.unparse(node)}")
-    return found
+    return _name_comparisons(ast.parse(source), _method_names())
 
 
 def test_the_lab_and_the_studies_decide_nothing_by_a_method_s_name():
-    found = []
-    for path in _readers_files():
-        found += [f"{path.relative_to(PACKAGE)} {where}"
-                  for where in method_name_decisions(path.read_text())]
+    found = _found_in_readers(method_name_decisions)
     assert not found, ("method facts decided by name in the lab or the studies:\n"
                        + "\n".join(found))
 
@@ -348,26 +344,11 @@ def likelihood_name_decisions(source: str) -> list[str]:
     class), so a likelihood added there needs no edit in them. A method record's
     ``.energy`` compared with an energy's name passes ('laplace' names an energy too)."""
     import bnlab
-    names = set(bnlab.likelihoods.LIKELIHOODS)
-    found = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Compare):
-            sides = (node.left, *node.comparators)
-            if any(isinstance(s, ast.Attribute) and s.attr == "energy" for s in sides):
-                continue
-            for side in sides:
-                items = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]
-                if any(isinstance(c, ast.Constant) and c.value in names for c in items):
-                    found.append(f"line {node.lineno}: {ast.unparse(node)}")
-                    break
-    return found
+    return _name_comparisons(ast.parse(source), set(bnlab.likelihoods.LIKELIHOODS))
 
 
 def test_the_lab_and_the_studies_read_likelihood_facts_from_the_likelihood():
-    found = []
-    for path in _readers_files():
-        found += [f"{path.relative_to(PACKAGE)} {where}"
-                  for where in likelihood_name_decisions(path.read_text())]
+    found = _found_in_readers(likelihood_name_decisions)
     assert not found, ("likelihood facts decided by name in the lab or the studies:\n"
                        + "\n".join(found))
 

@@ -54,9 +54,9 @@ def separate_names(params) -> list[str]:
     """The names that each set one entry of ``params``, every entry named once: with
     one latent the kernel's keys, with several the per-latent names ("lengthscale_0");
     then the likelihood's. What learning optimises, each at its own value."""
-    return [name for name, where in locations(params).items()
-            if len(where) == 1 and (len(params["kernel"]) == 1 or where[0][0] != "kernel"
-                                   or name != where[0][2])]
+    per_latent = len(params["kernel"]) > 1
+    return [name for name, ((part, _, key), *_) in locations(params).items()
+            if part == "likelihood" or (name != key) == per_latent]
 
 
 def _entry(params, where):

@@ -26,7 +26,8 @@ Warm starting changes the path, not the fixed point, so converged values agree w
 ``bnlab.infer`` to the convergence tolerance; a point whose warm run diverges or stops
 at ``max_iters`` unconverged (a start far from its fixed point: damping halves a site
 precision of 1e149 towards 100 in about 490 steps) is re-run cold, and reports the cold
-run's value, iteration count and flags — so a warm and a cold surface agree there too. With ``warm_start=False`` every point is exactly
+run's value, iteration count and flags, so a warm and a cold surface agree there too.
+With ``warm_start=False`` every point is exactly
 ``bnlab.infer(model, X, y, method, params=θ, ...)``.
 
 The VI and EP-like surfaces share one run: 'ep_like' is the VI site iteration scored

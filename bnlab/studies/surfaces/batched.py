@@ -10,9 +10,9 @@ the loop, and is neither carried nor selected. Decisions for the whole batch are
 ``lax.cond`` on a reduction over it, which stay branches under ``vmap``: a point's
 starting state is made inside the loop (every point in the first iteration; later a
 point whose warm run diverged or stopped at ``max_iters`` unconverged, from the
-initial sites), so that it is traced once and
-costs nothing in the iterations that need none; and the engine's own branches (Anderson
-mixing and its residual safeguard) are ``engine.batch_axis.cond``, decided over the
+initial sites), so that it is traced once and costs nothing in the iterations that
+need none; and the engine's own branches (Anderson mixing and its residual safeguard)
+are ``engine.batch_axis.cond``, decided over the
 active points. What still runs both branches for every point — the full GP's
 ``lax.cond`` between its √W and signed factorisations and the ``lax.switch`` of its
 marginal variances (``posterior.full``), the signed factor's leaves
@@ -26,7 +26,8 @@ Each point follows exactly the rules of the scan path (``site_runs._solver``): i
 starts from the given warm-start sites or cold, a warm run that diverges or stops at
 ``max_iters`` unconverged is redone cold, the iteration count, converged / diverged
 flags and PSD flag are its own run's (the cold one's after a redo), and the returned
-state of a mean-only method has its marginal variances computed once at the end, as ``Engine.run_pure`` does. So a point's value differs from the scan
+state of a mean-only method has its marginal variances computed once at the end, as
+``Engine.run_pure`` does. So a point's value differs from the scan
 path's only by the rounding of batched against unbatched linear algebra (carried along
 to within the convergence tolerance).
 

@@ -15,7 +15,7 @@ from ...engine.energies import energy as compute_energy
 from ...engine.loop import get_engine, trace_length
 from ...engine.state import Settings
 from ...methods.registry import REGISTRY
-from ...sites import INITIAL_SITE_PRECISION, Sites, init_sites
+from ...sites import Sites, init_sites
 from ..devices import local_devices, pad_to, sharded
 from .axes import point_alpha, point_params
 from .batched import points_per_program, solve_groups
@@ -33,7 +33,7 @@ def _solver(engine, extra, names, max_iters, with_test, alpha_axis, devices):
     leading axis of independent blocks split over them). A block runs the points of a chunk one after another with
     ``lax.scan``: each point starts from the last converged sites in the walk (warm) or
     from the initial sites (cold); a warm run that diverges or stops at ``max_iters``
-unconverged is redone cold, and the point reports the cold run (its count and flags).
+    unconverged is redone cold, and the point reports the cold run (its count and flags).
 
     Why a scan over ``run_pure`` rather than ``vmap``: on CPU the Cholesky and
     triangular solves are LAPACK calls made matrix by matrix even when batched, a
@@ -176,9 +176,7 @@ class SiteRun:
     def __init__(self, spec, members, thetas, N, D):
         self.spec, self.members, self.run = spec, members, spec.run
         self.thetas = thetas
-        # ``init_sites`` in NumPy: its jnp operations, eager here, compiled a program each
-        self.cold = Sites(np.zeros((N, D)),
-                          np.broadcast_to(INITIAL_SITE_PRECISION * np.eye(D), (N, D, D)))
+        self.cold = init_sites(N, D, xp=np)       # host arrays: no eager programs
         self.nat1 = np.zeros((thetas.shape[0], N, D))
         self.prec = np.zeros((thetas.shape[0], N, D, D))
         self.ok = np.zeros(thetas.shape[0], bool)   # converged sites usable as a warm start

@@ -30,8 +30,9 @@ the known zero blocks are never multiplied:
                               ``jnp.linalg.cholesky`` adds.
 The recursion is unrolled at trace time. Leaves are dense; ``lower_triangular_inverse``
 stops at 32 rows up to N = 600, the solves at 64 (``inverse_leaf``, ``solve_leaf``), both
-at ``LEAF`` above, and both take the whole matrix as one leaf inside ``once()``; the products at ``LEAF``, except inside the inverses
-(``INVERSE_PRODUCT_LEAF``); ``signed_cholesky_and_inverse`` at ``signed_leaf``.
+at ``LEAF`` above, and both take the whole matrix as one leaf inside ``once()``; the
+products at ``LEAF``, except inside the inverses (``INVERSE_PRODUCT_LEAF``);
+``signed_cholesky_and_inverse`` at ``signed_leaf``.
 """
 from __future__ import annotations
 

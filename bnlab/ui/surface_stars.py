@@ -4,8 +4,7 @@ the Surfaces page, so the stars' Bokeh data sources on the page (one per panel a
 render) are moved alone."""
 from __future__ import annotations
 
-import panel as pn
-
+from .held import held_on_event_loop
 from .settings import LabSettings
 from .surface_plots import star_xy
 from .surfaces_model import THETA_SETTINGS, current_theta
@@ -48,7 +47,6 @@ class Stars:
             return
 
         def move():
-            with pn.io.hold():
-                for source, new in data:
-                    source.data = new
-        pn.state.execute(move, schedule="auto")
+            for source, new in data:
+                source.data = new
+        held_on_event_loop(move)

@@ -61,10 +61,13 @@ _SERVERS = {}
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
-    """When a test of a module with a lab server fails, that server writes every
-    thread's Python stack to its log at once, after a line naming the test: what the
-    server was doing while the page waited (a page that never showed its content)."""
+    """When a browser test fails, its report shows what its pages logged
+    (``_report_pages``), and its module's lab server writes every thread's Python stack
+    to its log at once, after a line naming the test: what the server was doing while
+    the page waited (a page that never showed its content)."""
     report = (yield).get_result()
+    if report.when == "call" and report.failed:
+        _report_pages(item, report)
     server = _SERVERS.get(item.module.__name__)
     if report.when == "call" and report.failed and server and server[0].poll() is None:
         proc, log_path = server
@@ -73,6 +76,20 @@ def pytest_runtest_makereport(item, call):
                       f"the server's threads:\n")
         proc.send_signal(signal.SIGUSR1)
         time.sleep(1)
+
+
+def _report_pages(item, report):
+    """Add what each of a failed test's open browser pages logged (console, page errors,
+    the server's last messages) to its report: a page that never showed its content may
+    have dropped a patch it could not apply ("reference … isn't known")."""
+    browser = item.funcargs.get("lab_browser")
+    for number, page in enumerate(p for c in getattr(browser, "contexts", ()) for p in c.pages):
+        frames = [str(f)[:300] for f in getattr(page, "frames_received", [])[-5:]]
+        report.sections.append((f"page {number} ({page.url})", "\n".join(
+            ["console:", *getattr(page, "console_log", [])[-40:],
+             "errors:", *getattr(page, "console_errors", []),
+             f"last of {len(getattr(page, 'frames_received', []))} messages received:",
+             *frames])))
 
 
 @pytest.fixture(scope="module")

@@ -80,16 +80,40 @@ def pytest_runtest_makereport(item, call):
 
 def _report_pages(item, report):
     """Add what each of a failed test's open browser pages logged (console, page errors,
-    the server's last messages) to its report: a page that never showed its content may
-    have dropped a patch it could not apply ("reference … isn't known")."""
+    the server's last messages, summarised by ``_message_lines``) to its report: a page
+    that never showed its content may have dropped a patch it could not apply
+    ("reference … isn't known"), or never been sent one."""
     browser = item.funcargs.get("lab_browser")
     for number, page in enumerate(p for c in getattr(browser, "contexts", ()) for p in c.pages):
-        frames = [str(f)[:300] for f in getattr(page, "frames_received", [])[-5:]]
-        report.sections.append((f"page {number} ({page.url})", "\n".join(
+        frames = getattr(page, "frames_received", [])
+        report.sections.append((f"page {number} ({page.url[:120]})", "\n".join(
             ["console:", *getattr(page, "console_log", [])[-40:],
              "errors:", *getattr(page, "console_errors", []),
-             f"last of {len(getattr(page, 'frames_received', []))} messages received:",
-             *frames])))
+             f"the last of {len(frames)} WebSocket frames received:",
+             *_message_lines(frames[-60:])])))
+
+
+def _message_lines(frames):
+    """A line per Bokeh message header (its type, and the request it answers) and per
+    document event in its content (kind, model id, attribute), from raw WebSocket frames
+    (binary buffers left out)."""
+    import json
+    lines = []
+    for frame in frames:
+        try:
+            content = json.loads(frame)
+        except (TypeError, ValueError, UnicodeDecodeError):
+            continue                                      # a binary buffer
+        if isinstance(content, dict) and content.keys() == {"id"}:
+            continue                                      # a buffer's header
+        if isinstance(content, dict) and "msgtype" in content:
+            lines.append(f"{content['msgtype']} (reqid {content.get('reqid')})")
+        elif isinstance(content, dict) and "events" in content:
+            lines += [f"  {e.get('kind')} {(e.get('model') or {}).get('id')}.{e.get('attr')}"
+                      for e in content["events"]]
+        elif content:
+            lines.append(f"  {frame[:160]}")
+    return lines
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,7 @@ from .._runtime.compiled import CompiledCache
 from ..likelihoods import Likelihood
 from .bound import kl_bound, site_precisions
 from .optimise import maximise
+from .precondition import preconditioner, to_white
 from .prior import GaussianPrior, make_prior
 from .structures import Structure, make_structure
 
@@ -58,6 +59,13 @@ def solve(prior: GaussianPrior, structure: Structure, lik, lik_params, y, rule, 
     def objective(aux):
         return lambda v: kl_bound(v, prior, structure, aux, lik, lik_params, y, rule)
 
+    if structure.preconditioned:
+        T = preconditioner(prior, lik, lik_params, y, rule)
+        bound = objective(aux)
+        r = maximise(lambda v: bound(to_white(v, T)), vparams, max_iters=max_iters, tol=tol,
+                     dim=prior.dim)
+        return Solution(to_white(r.params, T), aux, r.value, r.trace, r.n_iters, r.converged,
+                        r.diverged)
     if not structure.outer_steps:
         r = maximise(objective(aux), vparams, max_iters=max_iters, tol=tol, dim=prior.dim)
         return Solution(r.params, aux, r.value, r.trace, r.n_iters, r.converged, r.diverged)

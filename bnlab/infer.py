@@ -103,7 +103,7 @@ def prepare_problem(model, X, y, params=None):
     X, y = validate_data(model, X, y)
     params = model.init_params() if params is None else params
     model.check_params(params, X.shape[1])
-    model.check_scales(params, y)
+    model.check_scales(params, X, y)
     return X, y, params
 
 

@@ -198,7 +198,7 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
     for corner in corners:
         params_at = point_params(base, names, corner)
         try:
-            model.check_scales(params_at, y)
+            model.check_scales(params_at, X, y)
             for m in methods:
                 if m in REGISTRY or m in DIRECT:
                     check_resolution(model, params_at, y, m, method_options.get(m))

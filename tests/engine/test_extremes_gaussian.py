@@ -196,3 +196,26 @@ def test_gkl_full_is_the_closed_form_at_every_prior_variance(regression):
                     and res.log_marginal <= exact + 1e-9 * abs(exact)):
                 wrong.append((noise, variance, res.converged, res.log_marginal, exact))
     assert wrong == []
+
+
+def test_a_surface_checks_its_cells_not_its_base_point(regression):
+    """The base hyperparameters (σ² = 1, σ_n² = 1e-301: a ratio float64 cannot hold,
+    refused by ``infer``) lie off a grid over the noise: every cell is computed and is
+    the closed form (before, the base point alone refused the whole surface), while a
+    grid reaching σ_n² = 1e-301 is refused naming that grid point."""
+    X, y = regression
+    model = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.Gaussian(noise=1e-301))
+    with pytest.raises(ValueError, match=r"^Gaussian noise 1e-301 against a prior"):
+        bnlab.infer(model, X, y, method="ep")
+    noises, variances = [1e-2, 0.1], [1.0, 1e10]
+    cells = bnlab.surface(model, X, y, methods=["ep"],
+                          grid={"noise": noises, "variance": variances}).sel(scheme="ep")
+    for i, noise in enumerate(noises):
+        for j, variance in enumerate(variances):
+            assert bool(cells["converged"][i, j])
+            assert float(cells["log_marginal"][i, j]) == pytest.approx(
+                gaussian_log_evidence(X, y, variance, noise), rel=1e-6)
+    with pytest.raises(ValueError, match=r"^at the grid point noise = 1e-301, variance = 1: "
+                                         r"Gaussian noise 1e-301 against a prior"):
+        bnlab.surface(model, X, y, methods=["ep"],
+                      grid={"noise": [1e-301, 0.1], "variance": variances})

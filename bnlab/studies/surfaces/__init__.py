@@ -189,10 +189,11 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
     axes = grid_axes(model, grid)
     names = tuple(a[0] for a in axes)
     shape = (axes[0][1].size, axes[1][1].size)
-    X, y, base = prepare_problem(model, X, y, params)
-    # the likelihoods' checks are monotone in each hyperparameter (a noise against the
-    # targets, a variance against a noise, ½‖y‖² against Nσ² + σ_n²; the others do not
-    # enter): the grid's four corners bound every cell
+    X, y, base = prepare_problem(model, X, y, params, check_scales=False)
+    # the scale checks are monotone in each hyperparameter (a noise against the
+    # targets, a variance against a noise, ½‖y‖² against Nσ² + σ_n², a period and a
+    # lengthscale against the inputs; the others do not enter): the grid's four corners
+    # bound every cell. The base point is not checked: off the grid, no cell runs there
     (_, first), (_, second) = axes
     corners = [(a, b) for a in (first.min(), first.max()) for b in (second.min(), second.max())]
     for corner in corners:

@@ -207,7 +207,7 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
             point = ", ".join(f"{n} = {v:g}" for n, v in zip(names, corner))
             raise ValueError(f"at the grid point {point}: {err}") from err
     check_surface_size(X.shape[0], model.num_latents, shape[0] * shape[1], methods, max_iters,
-                       mcmc_options, max_work, workers if client is None else 0)
+                       mcmc_options, max_work, workers if client is None else 0, warm_start)
     thetas = np.stack(np.meshgrid(axes[0][1], axes[1][1], indexing="ij"), -1).reshape(-1, 2)
     with_test = X_test is not None and y_test is not None
     if with_test:

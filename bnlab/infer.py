@@ -97,13 +97,17 @@ def check_resolution(model, params, y, method, options=None):
     model.likelihood.check_method(lik_params, model.largest_prior_variance(params), y, record)
 
 
-def prepare_problem(model, X, y, params=None):
+def prepare_problem(model, X, y, params=None, *, check_scales=True):
     """(X, y, params): validated data (``validate_data``) and the hyperparameters —
-    ``params``, or the model's own — checked against the model and the input width."""
+    ``params``, or the model's own — checked against the model and the input width,
+    and (``check_scales``) against what float64 holds (``GP.check_scales``). A surface
+    turns the last off: its base hyperparameters need not lie on its grid, whose
+    corners it checks instead."""
     X, y = validate_data(model, X, y)
     params = model.init_params() if params is None else params
     model.check_params(params, X.shape[1])
-    model.check_scales(params, y)
+    if check_scales:
+        model.check_scales(params, X, y)
     return X, y, params
 
 

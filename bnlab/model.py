@@ -110,9 +110,12 @@ class GP:
         ``variance``."""
         return max(float(kp["variance"]) for kp in params["kernel"])
 
-    def check_scales(self, params, y):
+    def check_scales(self, params, X, y):
         """ValueError where float64 cannot hold the problem at these hyperparameters
-        (``Likelihood.check_scales``, given the largest prior variance)."""
+        (``Kernel.check_inputs`` on the inputs X, ``Likelihood.check_scales`` given the
+        largest prior variance)."""
+        for i, (kernel, kp) in enumerate(zip(self.kernels, params["kernel"])):
+            kernel.check_inputs(kp, X, f"params['kernel'][{i}]")
         self.likelihood.check_scales(params["likelihood"], self.largest_prior_variance(params),
                                      np.asarray(y))
 

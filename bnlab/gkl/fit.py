@@ -23,6 +23,7 @@ from .._runtime.compiled import CompiledCache
 from ..likelihoods import Likelihood
 from .bound import kl_bound, site_precisions
 from .optimise import maximise
+from .precondition import preconditioner, to_white
 from .prior import GaussianPrior, make_prior
 from .structures import Structure, make_structure
 
@@ -51,13 +52,25 @@ def solve(prior: GaussianPrior, structure: Structure, lik, lik_params, y, rule, 
     the optimiser's iterations in all: a structure with outer steps (subspace: basis
     refreshes) shares it between them, each taking what the earlier ones left, and is
     converged only if every inner optimisation converged (the steps left without
-    iterations have not). The best iterate over the outer steps is returned."""
+    iterations have not). The best iterate over the outer steps is returned. A
+    preconditioned structure (full), for a likelihood whose site precision is the same
+    under every q (Gaussian), is optimised in the coordinates of precondition.py and its
+    parameters returned in the prior-whitened ones; elsewhere the site precisions at the
+    prior's marginals are not the posterior's (probit at σ² = 1e8: the bound stopped at
+    −21.05 preconditioned by them, −13.85 whitened by the prior alone, VI −13.85)."""
     aux = structure.setup(prior)
     vparams = {"mean": jnp.zeros(prior.dim), "cov": structure.init(prior, aux)}
 
     def objective(aux):
         return lambda v: kl_bound(v, prior, structure, aux, lik, lik_params, y, rule)
 
+    if structure.preconditioned and lik.constant_curvature:
+        T = preconditioner(prior, lik, lik_params, y, rule)
+        bound = objective(aux)
+        r = maximise(lambda v: bound(to_white(v, T)), vparams, max_iters=max_iters, tol=tol,
+                     dim=prior.dim)
+        return Solution(to_white(r.params, T), aux, r.value, r.trace, r.n_iters, r.converged,
+                        r.diverged)
     if not structure.outer_steps:
         r = maximise(objective(aux), vparams, max_iters=max_iters, tol=tol, dim=prior.dim)
         return Solution(r.params, aux, r.value, r.trace, r.n_iters, r.converged, r.diverged)

@@ -59,6 +59,7 @@ class Structure:
     name = "structure"
     concave = True
     outer_steps = 0
+    preconditioned = False   # optimised in posterior-preconditioned coordinates (precondition.py)
 
     @property
     def key(self):
@@ -146,9 +147,11 @@ class Full(Chevron):
     """Full Cholesky S = CᵀC, C upper triangular (§4): ½D(D+1) parameters, sites
     O(ND²) (O(D³) for a GP). The bound is jointly concave in (m, C) for log-concave
     sites (Theorem §3.2, due to Titsias) and its optimum is the unconstrained
-    Gaussian-KL optimum, i.e. the VI/CVI fixed point. Optimised as C = C̃Lᵀ (App. E)."""
+    Gaussian-KL optimum, i.e. the VI/CVI fixed point. Optimised as C = C̃Lᵀ (App. E),
+    C̃ = ĈTᵀ with T the posterior preconditioner of precondition.py."""
 
     name = "full"
+    preconditioned = True
 
     def __init__(self):
         self.rank = None

@@ -66,6 +66,8 @@ class Likelihood:
     exact_expectations = False     # every Gaussian expectation the methods take of it
                                    # (E[log p], log E[p^α], the SLR moments) is exact
                                    # whatever the cubature rule, so its order is moot
+    constant_curvature = False     # E_q[log p(y|f)] is quadratic in f: its site precision
+                                   # −2∂E/∂s² is the same under every q
 
     def init_params(self) -> dict:
         return {}

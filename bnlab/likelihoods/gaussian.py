@@ -30,6 +30,7 @@ class Gaussian(Likelihood):
     log_concave = True
     gaussian_form = True
     exact_expectations = True      # closed forms; SLR of the linear E[y|f] by cubature
+    constant_curvature = True      # site precision 1/σ_n² under every q
 
     def __init__(self, noise=0.1):
         self.noise, = _positive("Gaussian", noise=noise)

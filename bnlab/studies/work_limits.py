@@ -11,9 +11,10 @@ temperatures × chains × steps × (n² + ``AIS_MOVE_OVERHEAD``): every move of 
 draws from its start's Gaussian (an n² product with its factor) and shrinks its ellipse
 a few times, plus the runs that find its start (``START_MAX_ITERS`` iterations of EP,
 then of Laplace where EP does not converge; ``ais_start``) and a few n³ set-ups. All are
-upper bounds (a converged point stops long before its cap) but for the rare warm-started
-point that does not converge from its neighbour's sites: it is redone cold, up to twice
-its cap, which the estimate does not count.
+upper bounds (a converged point stops long before its cap); with warm starts a site
+method counts twice its cap per point, since a warm run that stalls at its cap or
+diverges is redone cold (``surfaces.site_runs``, ``surfaces.batched``), and which points
+will is not known before they run.
 
 ``SECONDS_PER_UNIT``, ``ITERATION_OVERHEAD``, ``AIS_MOVE_COST`` and
 ``AIS_MOVE_OVERHEAD`` are calibrated on a 2-core CPU in float64 (the timings behind
@@ -67,9 +68,11 @@ def _ais_settings(mcmc_options):
     return opts
 
 
-def surface_work(n, points, methods, max_iters, mcmc_options=None) -> dict[str, float]:
+def surface_work(n, points, methods, max_iters, mcmc_options=None,
+                 warm_start=False) -> dict[str, float]:
     """{method: its work in n³ units} over ``points`` grid points; ``max_iters``:
-    {method: iteration cap} for every method but 'mcmc'."""
+    {method: iteration cap} for every method but 'mcmc'; ``warm_start``: the site
+    methods' points may each run a warm and a cold attempt."""
     work = {}
     for m in methods:
         if m == "mcmc":
@@ -79,7 +82,8 @@ def surface_work(n, points, methods, max_iters, mcmc_options=None) -> dict[str, 
             work[m] = points * (AIS_MOVE_COST * moves * (n**2 + AIS_MOVE_OVERHEAD) + 4 * n**3
                                 + start)
         else:
-            work[m] = points * max_iters[m] * (n**3 + ITERATION_OVERHEAD)
+            attempts = 2 if warm_start and m in REGISTRY else 1
+            work[m] = points * attempts * max_iters[m] * (n**3 + ITERATION_OVERHEAD)
     return work
 
 
@@ -119,19 +123,21 @@ def check_max_work(max_work) -> float:
 
 
 def check_surface_size(n, latents, points, methods, max_iters, mcmc_options=None,
-                       max_work=None, in_flight=None) -> float:
+                       max_work=None, in_flight=None, warm_start=False) -> float:
     """Refuse a surface above the work limit or the available memory, before any work,
     with an error stating the estimate and how to change it; returns the work estimate.
-    ``in_flight``: grid points solved at once in this process (default: one per core)."""
+    ``in_flight``: grid points solved at once in this process (default: one per core);
+    ``warm_start``: as ``surface_work``."""
     limit = check_max_work(max_work)
-    work = surface_work(n, points, methods, max_iters, mcmc_options)
+    work = surface_work(n, points, methods, max_iters, mcmc_options, warm_start)
     total = sum(work.values())
     if total > limit:
         parts = ", ".join(f"{m} {w:.2g}" for m, w in work.items())
         raise ValueError(
             f"this surface asks for up to {total:.3g} units of work ({points} grid points at "
             f"n = {n}: {parts}; one unit ≈ one n³ step of linear algebra, counted to each "
-            f"method's iteration cap and AIS's temperatures × chains), about "
+            f"method's iteration cap (twice with warm starts: a stalled warm run is redone "
+            f"cold) and AIS's temperatures × chains), about "
             f"{_duration(total)} on a 2-core CPU; the limit is {limit:.3g} (default: "
             f"bnlab.studies.work_limits.MAX_WORK, about an hour there). Use a coarser grid, "
             f"fewer methods, a lower max_iters or fewer AIS temperatures or chains, or raise "

@@ -177,3 +177,45 @@ def test_a_surface_just_inside_float64_is_the_closed_form(regression, warm_start
         cold = bnlab.surface(model, X, y, methods=["ep"], warm_start=False, batching=batching,
                              grid={"variance": variances, "noise": noises}).sel(scheme="ep")
         assert int(cells["iterations"][0, 1]) == int(cold["iterations"][0, 1])
+
+
+def test_gkl_full_is_the_closed_form_at_every_prior_variance(regression):
+    """G-KL's full-covariance optimum for a Gaussian likelihood is log N(y | 0, σ²C +
+    σ_n²I). Whitened by the prior alone, its curvature is I + σ²L_CᵀL_C/σ_n²: L-BFGS
+    stopped at the 200-iteration cap from σ²/σ_n² ≈ 1e4 on, at −1.4e9 for σ² = 1e20
+    (log p(y) = −231); preconditioned by the posterior it converges at every σ²."""
+    X, y = regression
+    wrong = []
+    for noise in (0.1, 1.0):
+        for variance in (1e-10, 1.0, 1e4, 1e10, 1e20, 1e50, 1e150):
+            model = bnlab.GP(bnlab.kernels.Matern52(variance=variance),
+                             bnlab.likelihoods.Gaussian(noise=noise))
+            res = bnlab.infer(model, X, y, method="gkl", covariance="full")
+            exact = gaussian_log_evidence(X, y, variance, noise)
+            if not (res.converged and abs(res.log_marginal - exact) <= 1e-7 * abs(exact)
+                    and res.log_marginal <= exact + 1e-9 * abs(exact)):
+                wrong.append((noise, variance, res.converged, res.log_marginal, exact))
+    assert wrong == []
+
+
+def test_a_surface_checks_its_cells_not_its_base_point(regression):
+    """The base hyperparameters (σ² = 1, σ_n² = 1e-301: a ratio float64 cannot hold,
+    refused by ``infer``) lie off a grid over the noise: every cell is computed and is
+    the closed form (before, the base point alone refused the whole surface), while a
+    grid reaching σ_n² = 1e-301 is refused naming that grid point."""
+    X, y = regression
+    model = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.Gaussian(noise=1e-301))
+    with pytest.raises(ValueError, match=r"^Gaussian noise 1e-301 against a prior"):
+        bnlab.infer(model, X, y, method="ep")
+    noises, variances = [1e-2, 0.1], [1.0, 1e10]
+    cells = bnlab.surface(model, X, y, methods=["ep"],
+                          grid={"noise": noises, "variance": variances}).sel(scheme="ep")
+    for i, noise in enumerate(noises):
+        for j, variance in enumerate(variances):
+            assert bool(cells["converged"][i, j])
+            assert float(cells["log_marginal"][i, j]) == pytest.approx(
+                gaussian_log_evidence(X, y, variance, noise), rel=1e-6)
+    with pytest.raises(ValueError, match=r"^at the grid point noise = 1e-301, variance = 1: "
+                                         r"Gaussian noise 1e-301 against a prior"):
+        bnlab.surface(model, X, y, methods=["ep"],
+                      grid={"noise": [1e-301, 0.1], "variance": variances})

@@ -30,8 +30,9 @@ def _grid(a, b):
 
 def test_the_estimate_is_grid_points_times_iteration_caps_times_n_cubed(problem):
     model, X, y = problem
-    # AIS: its moves, four n³ set-ups and the capped EP and Laplace runs of its start
-    expect = 2 * 3 * ((7 + 11) * (N**3 + ITERATION_OVERHEAD)
+    # the site methods twice their caps (a warm run and its cold redo); AIS: its moves,
+    # four n³ set-ups and the capped EP and Laplace runs of its start
+    expect = 2 * 3 * (2 * (7 + 11) * (N**3 + ITERATION_OVERHEAD)
                       + AIS_MOVE_COST * 50 * 4 * 1 * (N**2 + AIS_MOVE_OVERHEAD) + 4 * N**3
                       + 2 * START_MAX_ITERS * (N**3 + ITERATION_OVERHEAD))
     with pytest.raises(ValueError, match=re.escape(f"up to {expect:.3g} units")) as err:
@@ -52,7 +53,7 @@ def test_a_grid_of_a_million_points_is_refused_at_once(problem):
 def test_max_work_raises_the_limit_and_the_result_is_unchanged(problem):
     model, X, y = problem
     kw = dict(methods=["laplace"], grid=_grid(2, 2), max_iters=20)
-    work = 4 * 20 * (N**3 + ITERATION_OVERHEAD)
+    work = 4 * 2 * 20 * (N**3 + ITERATION_OVERHEAD)
     with pytest.raises(ValueError, match="units of work"):
         bnlab.surface(model, X, y, max_work=work / 2, **kw)
     surf = bnlab.surface(model, X, y, max_work=work, **kw)
@@ -60,6 +61,34 @@ def test_max_work_raises_the_limit_and_the_result_is_unchanged(problem):
                         params={"kernel": [{"lengthscale": 0.5, "variance": 0.5}],
                                 "likelihood": {}})
     assert surf.log_marginal.values[0, 0, 0] == pytest.approx(exact.log_marginal, abs=1e-6)
+
+
+def test_the_estimate_covers_a_warm_point_redone_cold():
+    """Warm from σ_n² = 1e-149 to 1e-2 EP needs ≈ 490 damped steps; with a cap of 5 the
+    warm run stalls (measured here from the first point's converged sites) and the
+    point is redone cold in 4, which the surface reports. The surface did 3 + 5 + 4
+    iterations, more than the 2 × 5 the estimate counted when it left the redo out; it
+    now counts 2 × 5 per point."""
+    rng = np.random.default_rng(0)
+    X = np.sort(rng.uniform(-3, 3, 10))
+    y = np.sin(2 * X) + 0.1 * rng.standard_normal(10)
+    model = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.Gaussian(noise=0.1))
+    grid = {"noise": [1e-149, 1e-2], "variance": [1.0]}
+    surf = bnlab.surface(model, X, y, methods=["ep"], max_iters=5, grid=grid).sel(scheme="ep")
+    params = lambda noise: {"kernel": [{"lengthscale": 1.0, "variance": 1.0}],
+                            "likelihood": {"noise": noise}}
+    first = bnlab.infer(model, X, y, method="ep", max_iters=5, params=params(1e-149))
+    second = bnlab.Stepper(model, X, y, "ep", params=params(1e-2))
+    _, _, warm_iters, warm_converged, _ = second.engine.run(
+        second.params, second.X, second.y, second.settings, 5, first.sites)
+    assert first.converged and not bool(warm_converged) and int(warm_iters) == 5
+    assert bool(surf["converged"].all())
+    iterations = int(surf["iterations"].sum()) + int(warm_iters)
+    assert iterations == 12
+    measured = iterations * (len(X) ** 3 + ITERATION_OVERHEAD)
+    with pytest.raises(ValueError, match="units of work"):
+        bnlab.surface(model, X, y, methods=["ep"], max_iters=5, grid=grid,
+                      max_work=measured * 0.999)
 
 
 @pytest.mark.parametrize("bad", [0, -1.0, float("nan"), "lots"])

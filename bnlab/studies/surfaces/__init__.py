@@ -189,16 +189,17 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
     axes = grid_axes(model, grid)
     names = tuple(a[0] for a in axes)
     shape = (axes[0][1].size, axes[1][1].size)
-    X, y, base = prepare_problem(model, X, y, params)
-    # the likelihoods' checks are monotone in each hyperparameter (a noise against the
-    # targets, a variance against a noise, ½‖y‖² against Nσ² + σ_n²; the others do not
-    # enter): the grid's four corners bound every cell
+    X, y, base = prepare_problem(model, X, y, params, check_scales=False)
+    # the scale checks are monotone in each hyperparameter (a noise against the
+    # targets, a variance against a noise, ½‖y‖² against Nσ² + σ_n², a period and a
+    # lengthscale against the inputs; the others do not enter): the grid's four corners
+    # bound every cell. The base point is not checked: off the grid, no cell runs there
     (_, first), (_, second) = axes
     corners = [(a, b) for a in (first.min(), first.max()) for b in (second.min(), second.max())]
     for corner in corners:
         params_at = point_params(base, names, corner)
         try:
-            model.check_scales(params_at, y)
+            model.check_scales(params_at, X, y)
             for m in methods:
                 if m in REGISTRY or m in DIRECT:
                     check_resolution(model, params_at, y, m, method_options.get(m))
@@ -206,7 +207,7 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
             point = ", ".join(f"{n} = {v:g}" for n, v in zip(names, corner))
             raise ValueError(f"at the grid point {point}: {err}") from err
     check_surface_size(X.shape[0], model.num_latents, shape[0] * shape[1], methods, max_iters,
-                       mcmc_options, max_work, workers if client is None else 0)
+                       mcmc_options, max_work, workers if client is None else 0, warm_start)
     thetas = np.stack(np.meshgrid(axes[0][1], axes[1][1], indexing="ij"), -1).reshape(-1, 2)
     with_test = X_test is not None and y_test is not None
     if with_test:

@@ -24,6 +24,10 @@ from .likelihoods import Likelihood
 
 __all__ = ["GP", "validate_inputs"]
 
+#: the smallest eigenvalue of the noise-regularised correlation that
+#: ``GP.check_conditioning`` accepts, in units of its float64 rounding Nε
+CONDITIONING_MARGIN = 1e4
+
 
 def validate_inputs(X, name="X", width=None) -> np.ndarray:
     """X as a float (N, d) array; NaN/inf rows named in the error. ``width``: the d
@@ -113,11 +117,46 @@ class GP:
     def check_scales(self, params, X, y):
         """ValueError where float64 cannot hold the problem at these hyperparameters
         (``Kernel.check_inputs`` on the inputs X, ``Likelihood.check_scales`` given the
-        largest prior variance)."""
+        largest prior variance, ``check_conditioning``)."""
         for i, (kernel, kp) in enumerate(zip(self.kernels, params["kernel"])):
             kernel.check_inputs(kp, X, f"params['kernel'][{i}]")
         self.likelihood.check_scales(params["likelihood"], self.largest_prior_variance(params),
                                      np.asarray(y))
+        self.check_conditioning(params, X)
+
+    def check_conditioning(self, params, X):
+        """Refuses Gaussian noise σ_n² too small for float64 to resolve the posterior
+        with this prior correlation. Every method factors I + K/σ_n², that is C + rI
+        with C = D^-½ K D^-½ the correlation and r = σ_n²/σ² (D = diag K), up to a
+        scale; C's entries, each rounded to ε relative, move its eigenvalues by up to
+        Nε, so where the smallest eigenvalue of C + rI is within
+        ``CONDITIONING_MARGIN``·Nε of zero the factorisation fails or its log
+        determinant is decided by rounding (a near-constant correlation, ℓ far beyond
+        the inputs' span, or near-duplicate inputs, with σ²/σ_n² beyond ≈ 1e13/N:
+        NaN and 'diverged' before). As λ_min(C) ≥ 0, that needs r below the margin,
+        so the N³ eigenvalue test runs only there. The sparse and Markov models factor
+        other matrices (K_uu with its jitter, the state-space filter's steps)."""
+        noise = self.likelihood.noise_variance(params["likelihood"])
+        if noise is None or self.structure != "full":
+            return
+        floor = CONDITIONING_MARGIN * len(X) * np.finfo(float).eps
+        variance = self.largest_prior_variance(params)
+        if noise / variance >= floor:
+            return
+        K = np.asarray(self.prior_covariance(params, X, X), dtype=float)
+        scale = np.sqrt(np.diag(K))
+        smallest = np.linalg.eigvalsh(K / scale[:, None] / scale[None, :]
+                                      + np.diag(noise / scale ** 2))[0]
+        if smallest < floor:
+            raise ValueError(
+                f"Gaussian noise {noise:.3g} is too small for float64 against a prior variance "
+                f"of {variance:.3g} with these inputs: the prior's correlation matrix plus "
+                f"noise/variance has smallest eigenvalue {smallest:.2g}, within float64's "
+                f"rounding ({floor / CONDITIONING_MARGIN:.2g}) times {CONDITIONING_MARGIN:g} "
+                f"of zero, so rounding would decide the posterior (a lengthscale far beyond "
+                f"the inputs' span, or near-duplicate inputs); raise the noise above "
+                f"{variance * (floor - smallest + noise / variance):.2g}, shorten the "
+                f"lengthscale or merge the near-duplicate inputs")
 
     def prior_covariance(self, params, X1, X2):
         """Prior covariance between the stacked latents at X1 and X2: (N1·D, N2·D)."""

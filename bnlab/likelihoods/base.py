@@ -148,6 +148,11 @@ class Likelihood:
         """ValueError where float64 cannot resolve the iteration of ``method`` (a
         ``Method`` record) at this prior variance; nothing by default."""
 
+    def noise_variance(self, params):
+        """The variance of the Gaussian noise added to every latent, where the observation
+        model is that (``GP.check_conditioning``); None by default."""
+        return None
+
     def initial_site_precision(self, params):
         """The site precision a cold start takes (``Engine.init_pure``), or None for
         ``sites.INITIAL_SITE_PRECISION``."""

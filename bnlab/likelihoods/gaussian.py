@@ -61,6 +61,9 @@ class Gaussian(Likelihood):
                 f"−10^{log_bound / np.log(10):.1f}, beyond {MAX_LOG_EVIDENCE:g} in size; "
                 f"rescale y (and the variance and noise with its square)")
 
+    def noise_variance(self, params):
+        return float(params["noise"])
+
     def check_energy(self, params, y, energy):
         """Refuses the energies that evaluate (y − m)²/σ_n² at the posterior mean m
         (Laplace's, the ELBO) where float64's rounding of m, about ε·max|y| per point,

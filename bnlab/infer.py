@@ -85,12 +85,15 @@ def validate_data(model, X, y, name="X", width=None):
 def check_resolution(model, params, y, method, options=None):
     """The likelihood's checks that float64 resolves ``method``'s energy for these
     targets (``Likelihood.check_energy``; the heuristic fix's energy is its base's, a
-    direct family's its bound's, ``DirectMethod.energy``) and a site method's iteration
-    at this prior variance (``Likelihood.check_method``)."""
+    direct family's its bound's, ``DirectMethod.energy``), a site method's iteration
+    at this prior variance (``Likelihood.check_method``) and a direct family's own
+    (``DirectMethod.check``, given its ``options``)."""
     lik_params, y = params["likelihood"], np.asarray(y)
     if method in DIRECT:
         if DIRECT[method].energy is not None:
             model.likelihood.check_energy(lik_params, y, DIRECT[method].energy)
+        if DIRECT[method].check is not None:
+            DIRECT[method].check(model, params, dict(options or {}))
         return
     record = resolve(method, base=dict(options or {}).get("base", "vi"))[0]
     model.likelihood.check_energy(lik_params, y, record.energy)
@@ -266,7 +269,7 @@ def infer(model, X, y, method="vi", *, alpha=1.0, damping=0.5, max_iters=200, to
     direct = DIRECT.get(method)
     if direct is not None:
         X, y, params = prepare_problem(model, X, y, params)
-        check_resolution(model, params, y, method)
+        check_resolution(model, params, y, method, options)
         return direct.infer(model, X, y, params=params, max_iters=check_max_iters(max_iters),
                             tol=tol, cubature=cubature, **options)
     return Stepper(model, X, y, method, alpha=alpha, damping=damping, tol=tol,

@@ -20,7 +20,9 @@ class DirectMethod:
     options it takes. ``bound_at_optimum(params, X, y, *, model, max_iters, tol,
     cubature, **options)`` is the optimised energy as a pure function of the
     hyperparameters (jit-able, vmap-able over ``params``), for surfaces and learning;
-    it takes the ``bound_options`` among ``options``."""
+    it takes the ``bound_options`` among ``options``. ``check(model, params, options)``
+    raises a ValueError where float64 or the optimiser cannot resolve the family with
+    these options at these hyperparameters (``bnlab.infer.check_resolution``)."""
     name: str
     description: str
     infer: Callable[..., Any]
@@ -29,3 +31,4 @@ class DirectMethod:
     bound_options: tuple = ()
     energy: str | None = None      # the ``Method.energy`` kind of its bound ("vfe": an
                                    # ELBO), for ``Likelihood.check_energy``
+    check: Callable[..., None] | None = None

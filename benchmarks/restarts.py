@@ -3,7 +3,7 @@ second process (the cache the first one filled) and a warm call (the same work a
 in the second process), against scikit-learn's GaussianProcessClassifier in a new
 process on the same grid; ratios printed.
 
-    python benchmarks/restarts.py [--rounds 2] [--export-off]
+    python benchmarks/restarts.py [--rounds 2] [--export-off] [--works 3-method]
 
 - ``laplace``: Laplace-only 7 × 7 surface (logit, Newton ρ = 1, as scikit-learn),
   log ℓ ∈ [−1, 5], log σ² ∈ [−2, 10];
@@ -19,8 +19,10 @@ Data: IONOSPHERE's training split (n = 281, d = 34) where a development copy is 
 ``BNLAB_IONOSPHERE`` (default /work/shared/data/surface-splits/ionosphere.mat), else
 ``bnlab.datasets.synthetic_probit`` (n = 281, d = 10). Every process gets one BLAS
 thread and its own fresh cache directory per round; a first pass is timed from the
-process's spawn (import and data included), a warm pass on its own. The lab's first and
-second server: ``lab_restarts.py``.
+process's spawn (import and data included), a warm pass on its own; under each row,
+where a process's first pass went (``bnlab._runtime.compile_log``: JAX's tracing,
+lowering, XLA's compilation and loads from the persistent cache, summed over the
+surface's threads). The lab's first and second server: ``lab_restarts.py``.
 """
 import argparse
 import json
@@ -52,6 +54,8 @@ GRID = {"lengthscale": np.exp(np.linspace(-1, 5, 7)), "variance": np.exp(np.lins
 BNLAB = DATA + """
 import json, sys, time
 import bnlab
+from bnlab._runtime.compile_log import CompileLog
+imported = time.time() - float(sys.argv[2])
 name, X, y = data()
 work = sys.argv[1]
 if work.startswith("laplace"):
@@ -60,10 +64,13 @@ if work.startswith("laplace"):
 else:
     model = bnlab.GP(bnlab.kernels.Matern52(), bnlab.likelihoods.Bernoulli("probit"))
     run = lambda: bnlab.surface(model, X, y, methods=["laplace", "vi", "ep"], grid=GRID)
-run()
+with CompileLog() as log:
+    run()
 first = time.time() - float(sys.argv[2])
 t = time.perf_counter(); run(); warm = time.perf_counter() - t
-print(json.dumps({"data": name, "n": len(y), "first": first, "warm": warm}))
+print(json.dumps({"data": name, "n": len(y), "first": first, "warm": warm, "import": imported,
+                  "trace": log.trace_seconds, "lower": log.lower_seconds,
+                  "compile": log.compile_seconds, "load": log.load_seconds}))
 """
 
 SKLEARN = DATA + """
@@ -103,7 +110,7 @@ def round_once(env, works):
             first = process(BNLAB, [work], own)
             second = process(BNLAB, [work], own)
         rows[work] = {"first": first["first"], "second": second["first"],
-                      "warm": second["warm"]}
+                      "warm": second["warm"], "parts": (first, second)}
     return rows
 
 
@@ -112,12 +119,20 @@ def main():
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--export-off", action="store_true",
                     help="also the Laplace surface without stored exported programs")
+    ap.add_argument("--works", default="laplace,3-method",
+                    help="the surfaces to time, comma-separated (laplace, 3-method)")
     args = ap.parse_args()
     env = dict(os.environ, PYTHONPATH=str(ROOT), OPENBLAS_NUM_THREADS="1",
                OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     for key in ("JAX_COMPILATION_CACHE_DIR", "BNLAB_XLA_CACHE", "BNLAB_EXPORT_CACHE"):
         env.pop(key, None)
-    works = ["laplace"] + ["laplace-plain"] * args.export_off + ["3-method"]
+    chosen = args.works.split(",")
+    unknown = set(chosen) - {"laplace", "3-method"}
+    if unknown:
+        ap.error(f"unknown work(s) {', '.join(sorted(unknown))}: laplace, 3-method")
+    works = [w for w in ("laplace", "3-method") if w in chosen]
+    if args.export_off:
+        works.insert(1 if "laplace" in works else 0, "laplace-plain")
     for r in range(args.rounds):
         rows = round_once(env, works)
         sk = rows["sklearn"]
@@ -132,6 +147,11 @@ def main():
                   f"{sk['first'] / w['first']:.2f}, second {sk['first'] / w['second']:.2f}, "
                   f"warm {sk['warm'] / w['warm']:.2f} | second ÷ warm "
                   f"{w['second'] / w['warm']:.1f}")
+            for which, part in zip(("first", "second"), w["parts"]):
+                print(f"    {which:<6} process: spawn → import bnlab {part['import']:5.2f} s; "
+                      f"first pass traced {part['trace']:5.2f} s, lowered {part['lower']:5.2f}, "
+                      f"XLA compiled {part['compile']:5.2f}, loaded {part['load']:5.2f} "
+                      f"(summed over threads)")
 
 
 if __name__ == "__main__":

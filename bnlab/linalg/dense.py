@@ -29,9 +29,9 @@ the known zero blocks are never multiplied:
                               construction, without the transposing passes that
                               ``jnp.linalg.cholesky`` adds.
 The recursion is unrolled at trace time. Leaves are dense; ``lower_triangular_inverse``
-stops at 32 rows up to N = 600, the solves at 64 (``inverse_leaf``, ``solve_leaf``), both
+stops at 72 rows up to N = 600, the solves at 64 (``inverse_leaf``, ``solve_leaf``), both
 at ``LEAF`` above, and both take the whole matrix as one leaf inside ``once()``; the
-products at ``LEAF``, except inside the inverses (``INVERSE_PRODUCT_LEAF``);
+products at ``LEAF``, except inside the inverses (``inverse_product_leaf``);
 ``signed_cholesky_and_inverse`` at ``signed_leaf``.
 """
 from __future__ import annotations
@@ -70,14 +70,17 @@ def once():
 
 
 def inverse_leaf(n: int) -> int:
-    """Leaf size of ``lower_triangular_inverse`` for an N×N factor. Small leaves move
-    flops from XLA's triangular solve into products, which pays inside the compiled
-    loop of ``Engine.run`` up to a few hundred rows; for large factors the extra
-    recursion costs more than it saves, so they keep ``LEAF`` (sizes chosen by
-    measurement, benchmarks/README.md). Inside ``once()``: N, no recursion."""
+    """Leaf size of ``lower_triangular_inverse`` for an N×N factor. Leaves smaller than
+    ``LEAF`` move flops from XLA's triangular solve into products, which pays inside
+    the compiled loop of ``Engine.run`` up to a few hundred rows; for large factors the
+    extra recursion costs more than it saves, so they keep ``LEAF``. Every level of the
+    recursion is unrolled into the program (its products, slices and joins), so leaves
+    of 72 rather than 32 (two levels fewer at N = 281) make a VI or EP loop faster to
+    compile at the same run time (sizes chosen by measurement, benchmarks/README.md).
+    Inside ``once()``: N, no recursion."""
     if getattr(_ONCE, "active", False):
         return n
-    return 32 if n <= 600 else LEAF
+    return 72 if n <= 600 else LEAF
 
 
 def solve_leaf(n: int) -> int:
@@ -92,30 +95,38 @@ def solve_leaf(n: int) -> int:
 #: Where the products forming an inverse's lower-left block stop skipping zero blocks
 #: (``_inverse_lower_left``): below 32 rows a skipped zero block saves less than the
 #: extra product calls cost; 32 was the fastest against the dense products at N ≤ 1000
-#: for both ``lower_triangular_inverse`` and ``signed_cholesky_and_inverse``.
+#: for both ``lower_triangular_inverse`` and ``signed_cholesky_and_inverse``. Kept by the
+#: latter and by inverses above N = 600 (``inverse_product_leaf``).
 INVERSE_PRODUCT_LEAF = 32
 
 
-def lower_triangular_inverse(L, leaf: int | None = None):
+def inverse_product_leaf(n: int) -> int:
+    """Where ``lower_triangular_inverse`` of an N×N factor stops skipping zero blocks in
+    its products: at its own leaf size up to N = 600 (72 rows: a level of unrolled
+    products fewer to compile, no slower to run), else ``INVERSE_PRODUCT_LEAF``."""
+    return 72 if n <= 600 else INVERSE_PRODUCT_LEAF
+
+
+def lower_triangular_inverse(L, leaf: int | None = None, cut: int | None = None):
     """L⁻¹ for a lower-triangular (N, N) L. Both products of the lower-left block skip
     the zero blocks of the triangular inverses (``times_lower``, ``lower_times``, down
-    to ``INVERSE_PRODUCT_LEAF``): N³/3 flops, as LAPACK's ``trtri``, instead of the
-    2N³/3 of dense products."""
+    to ``cut`` rows, by default ``inverse_product_leaf``): N³/3 flops, as LAPACK's
+    ``trtri``, instead of the 2N³/3 of dense products."""
     n = L.shape[0]
     leaf = inverse_leaf(n) if leaf is None else leaf
+    cut = inverse_product_leaf(n) if cut is None else cut
     if n <= leaf:
         return solve_triangular(L, jnp.eye(n, dtype=L.dtype), lower=True)
     h = _split(n)
-    A_inv = lower_triangular_inverse(L[:h, :h], leaf)
-    D_inv = lower_triangular_inverse(L[h:, h:], leaf)
+    A_inv = lower_triangular_inverse(L[:h, :h], leaf, cut)
+    D_inv = lower_triangular_inverse(L[h:, h:], leaf, cut)
     return jnp.block([[A_inv, jnp.zeros((h, n - h), L.dtype)],
-                      [_inverse_lower_left(A_inv, L[h:, :h], D_inv), D_inv]])
+                      [_inverse_lower_left(A_inv, L[h:, :h], D_inv, cut), D_inv]])
 
 
-def _inverse_lower_left(A_inv, C, D_inv):
+def _inverse_lower_left(A_inv, C, D_inv, cut: int = INVERSE_PRODUCT_LEAF):
     """−D⁻¹CA⁻¹, the lower-left block of [[A, 0], [C, D]]⁻¹, from the triangular
-    inverses A⁻¹ and D⁻¹ without multiplying their zero blocks."""
-    cut = INVERSE_PRODUCT_LEAF
+    inverses A⁻¹ and D⁻¹ without multiplying their zero blocks (down to ``cut`` rows)."""
     return -lower_times(D_inv, times_lower(C, A_inv, cut), cut)
 
 

@@ -35,7 +35,7 @@ def test_symmetric_cholesky_is_numpys_factor_and_nan_when_not_positive_definite(
     assert not bool(full._factored(L))
 
 
-@pytest.mark.parametrize("n", [301, 700])        # leaves of 32 and of 128 rows
+@pytest.mark.parametrize("n", [301, 700])        # leaf limits of 72 and 128 rows
 def test_recursive_triangular_inverse_is_the_inverse(n):
     rng = np.random.default_rng(0)
     A = rng.standard_normal((n, n))

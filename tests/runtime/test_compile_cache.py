@@ -3,8 +3,9 @@ new process computes again. ``bnlab warmup`` fills it for the lab's opening page
 README's example, also in a cache directory chosen for JAX (whose thresholds would keep
 only slow programs): a process after it compiles nothing for those, and (in bnlab's own
 directory) a second process running them and a small surface compiles nothing at all (counted from JAX's monitoring
-events by ``bnlab._runtime.compile_log``), the lab's opening run tracing nothing but its
-stored exported programs; warmup names an unknown job and refuses a cache that is off.
+events by ``bnlab._runtime.compile_log``), the lab's opening run and the surface's three
+block programs tracing nothing but their stored exported programs, the surface giving
+the first process's bits; warmup names an unknown job and refuses a cache that is off.
 And an inference compiles its engine's programs only, no eager
 operation one by one."""
 import json
@@ -28,9 +29,10 @@ _SURFACE_AND_LAB = """
 with CompileLog() as logs["surface"]:
     import numpy as np
     X, y = bnlab.datasets.synthetic_probit()
-    bnlab.surface(model, X[:40], y[:40], methods=["laplace", "vi", "ep"],
-                  grid={"lengthscale": np.exp(np.linspace(-1, 5, 3)),
-                        "variance": np.exp(np.linspace(-2, 10, 3))})
+    surf = bnlab.surface(model, X[:40], y[:40], methods=["laplace", "vi", "ep"],
+                         grid={"lengthscale": np.exp(np.linspace(-1, 5, 3)),
+                               "variance": np.exp(np.linspace(-2, 10, 3))})
+values["surface"] = surf["log_marginal"].values.ravel().tolist()
 with CompileLog() as logs["lab"]:
     from bnlab.ui.app import Lab
     Lab().start()
@@ -41,10 +43,10 @@ def _script(*works) -> str:
     """A process running ``works`` (the README's example; a 3 × 3 three-method surface
     and the lab's opening page), each under its own log; it prints what XLA compiled,
     loaded and what JAX traced for each."""
-    return ("import json\nfrom bnlab._runtime.compile_log import CompileLog\nlogs = {}\n"
-            + "".join(works) +
+    return ("import json\nfrom bnlab._runtime.compile_log import CompileLog\n"
+            "logs, values = {}, {}\n" + "".join(works) +
             'print(json.dumps({k: {"compiled": v.compiled, "loaded": len(v.loaded), '
-            '"traced": v.traced} for k, v in logs.items()}))\n')
+            '"traced": v.traced, "values": values.get(k)} for k, v in logs.items()}))\n')
 
 
 def _env(cache_dir, **extra):
@@ -80,8 +82,13 @@ def test_after_warmup_and_in_a_second_process_nothing_compiles(tmp_path):
         assert log["compiled"] == [], f"{work}: compiled again in a second process: {log}"
         assert log["loaded"] > 0, f"{work}: loaded nothing from the cache: {log}"
     # the lab's opening run (its engine's init and step, the band's predictions and
-    # predictive moments) comes from stored exports: a second server traces none of it
+    # predictive moments) and the surface's block programs come from stored exports: a
+    # second process traces none of them (the surface: only JAX's one-operation staging
+    # of a scalar besides), and the surface has the first process's bits
     assert set(second["lab"]["traced"]) <= {"exported_program"}, second["lab"]
+    assert set(second["surface"]["traced"]) <= {"exported_program", "stage"}, second
+    assert second["surface"]["traced"].count("exported_program") == 3, second["surface"]
+    assert second["surface"]["values"] == first["surface"]["values"]
 
 
 def test_warmup_writes_every_program_into_a_directory_chosen_for_jax(tmp_path):

@@ -214,8 +214,9 @@ class Stepper:
         under the q of ``state`` (JAX arrays, latents kept as a dimension; a finished
         run's ``InferenceResult.predict`` gives the same numbers). Compiled once per
         engine, so a live view can draw its bands after every step."""
-        Xs = jax.device_put(validate_inputs(X_test, "X_test", width=self.X.shape[1]))
-        return self.engine.predict(self.params, self.X, state, Xs)
+        Xs = validate_inputs(X_test, "X_test", width=self.X.shape[1])
+        self.model.check_inputs(self.params, np.concatenate([np.asarray(self.X), Xs]))
+        return self.engine.predict(self.params, self.X, state, jax.device_put(Xs))
 
     def joint_covariance(self, state: State, i: int, j: int) -> np.ndarray:
         """Posterior covariance of (f(x_i), f(x_j)) under the q of ``state``, a (2D, 2D)

@@ -116,13 +116,19 @@ class GP:
 
     def check_scales(self, params, X, y):
         """ValueError where float64 cannot hold the problem at these hyperparameters
-        (``Kernel.check_inputs`` on the inputs X, ``Likelihood.check_scales`` given the
+        (``check_inputs`` on the inputs X, ``Likelihood.check_scales`` given the
         largest prior variance, ``check_conditioning``)."""
-        for i, (kernel, kp) in enumerate(zip(self.kernels, params["kernel"])):
-            kernel.check_inputs(kp, X, f"params['kernel'][{i}]")
+        self.check_inputs(params, X)
         self.likelihood.check_scales(params["likelihood"], self.largest_prior_variance(params),
                                      np.asarray(y))
         self.check_conditioning(params, X)
+
+    def check_inputs(self, params, X):
+        """ValueError where float64 cannot evaluate a kernel between any two rows of X
+        (``Kernel.check_inputs``): the training inputs, and with them the test inputs a
+        prediction reads."""
+        for i, (kernel, kp) in enumerate(zip(self.kernels, params["kernel"])):
+            kernel.check_inputs(kp, X, f"params['kernel'][{i}]")
 
     def check_conditioning(self, params, X):
         """Refuses Gaussian noise σ_n² too small for float64 to resolve the posterior

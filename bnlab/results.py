@@ -74,7 +74,11 @@ class Result:
         return float(lpd.mean()) if reduce == "mean" else lpd
 
     def _test_inputs(self, X_test):
-        return jax.device_put(validate_inputs(X_test, "X_test", width=self.X.shape[1]))
+        """X_test validated, and checked with the training inputs against the kernels'
+        float64 limits (a periodic kernel's phase between a test and a training input)."""
+        Xs = validate_inputs(X_test, "X_test", width=self.X.shape[1])
+        self.model.check_inputs(self.params, np.concatenate([np.asarray(self.X), Xs]))
+        return jax.device_put(Xs)
 
     def __repr__(self):
         status = "converged" if self.converged else ("diverged" if self.diverged else

@@ -95,3 +95,27 @@ def test_periodic_surface_cells_are_the_closed_form(regression):
             assert bool(cells["converged"][i, j])
             assert float(cells["log_marginal"][i, j]) == pytest.approx(
                 periodic_log_evidence(X, y, lengthscale, 1.0, period, 0.1), rel=1e-6)
+
+
+def test_test_inputs_are_checked_with_the_training_inputs(regression):
+    """A prediction reads the phase between each test input and every training input:
+    p = 1e-3 passes on training inputs spanning 6 (6e3 periods) but a test input at
+    1e7 spans 1e10 periods, where the rounding decides the correlation. Refused naming
+    the period, in ``predict``, ``log_predictive``, the live ``Stepper.predict`` and at a
+    surface's grid point (before, each returned a number)."""
+    X, y = regression
+    model = bnlab.GP(bnlab.kernels.Periodic(period=1e-3), bnlab.likelihoods.Gaussian(0.1))
+    far, refusal = np.array([0.0, 1e7]), r"period 0\.001 and lengthscale 1 against inputs"
+    res = bnlab.infer(model, X, y, method="ep")
+    res.predict(X[:3])                                        # near the training inputs
+    with pytest.raises(ValueError, match=refusal):
+        res.predict(far)
+    with pytest.raises(ValueError, match=refusal):
+        res.log_predictive(far, np.zeros(2))
+    stepper = bnlab.Stepper(model, X, y, "ep")
+    with pytest.raises(ValueError, match=refusal):
+        stepper.predict(stepper.init(), far)
+    with pytest.raises(ValueError, match=r"at the grid point lengthscale = 0\.5, variance = "
+                                         r"0\.5: params\['kernel'\]\[0\]: period 0\.001"):
+        bnlab.surface(model, X, y, methods=["ep"], X_test=far, y_test=np.zeros(2),
+                      grid={"lengthscale": [0.5, 1.0], "variance": [0.5, 1.0]})

@@ -190,16 +190,22 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
     names = tuple(a[0] for a in axes)
     shape = (axes[0][1].size, axes[1][1].size)
     X, y, base = prepare_problem(model, X, y, params, check_scales=False)
+    with_test = X_test is not None and y_test is not None
+    if with_test:
+        X_test, y_test = validate_data(model, X_test, y_test, "X_test", width=X.shape[1])
     # the scale checks are monotone in each hyperparameter (a noise against the
     # targets, a variance against a noise, ½‖y‖² against Nσ² + σ_n², a period and a
-    # lengthscale against the inputs; the others do not enter): the grid's four corners
-    # bound every cell. The base point is not checked: off the grid, no cell runs there
+    # lengthscale against the inputs, test inputs included; the others do not enter):
+    # the grid's four corners bound every cell. The base point is not checked: off the
+    # grid, no cell runs there
     (_, first), (_, second) = axes
     corners = [(a, b) for a in (first.min(), first.max()) for b in (second.min(), second.max())]
     for corner in corners:
         params_at = point_params(base, names, corner)
         try:
             model.check_scales(params_at, X, y)
+            if with_test:
+                model.check_inputs(params_at, np.concatenate([X, X_test]))
             for m in methods:
                 if m in REGISTRY or m in DIRECT:
                     check_resolution(model, params_at, y, m, method_options.get(m))
@@ -209,9 +215,6 @@ def surface(model, X, y, methods=("laplace", "vi", "ep", "ep_like"), grid=None, 
     check_surface_size(X.shape[0], model.num_latents, shape[0] * shape[1], methods, max_iters,
                        mcmc_options, max_work, workers if client is None else 0, warm_start)
     thetas = np.stack(np.meshgrid(axes[0][1], axes[1][1], indexing="ij"), -1).reshape(-1, 2)
-    with_test = X_test is not None and y_test is not None
-    if with_test:
-        X_test, y_test = validate_data(model, X_test, y_test, "X_test", width=X.shape[1])
     N, D = X.shape[0], model.num_latents
     chunk = int(chunk_size) if chunk_size is not None else shape[1]
     if chunk < 1:

@@ -55,3 +55,26 @@ def test_ep_at_large_prior_variance_is_close_to_the_exact_evidence(variance):
     assert res.converged and not res.diverged
     assert res.log_marginal == pytest.approx(exact_log_evidence(X, y, variance), abs=EP_ERROR)
 
+
+@pytest.mark.parametrize("variance", [1e3, 1e8])
+def test_pep_qn_on_probit_is_refused_at_large_prior_variance_naming_it(variance):
+    """pep_qn's site precision needs αB + P\\ to more digits than its secant B holds
+    beyond σ² = 20 (``Bernoulli.check_method``); it diverged at σ² = 1e3 (−9.08 where EP
+    gives −8.72) and 1e8 (−22.2 for −9.39), flagged only."""
+    X, y = _overlapping()
+    with pytest.raises(ValueError, match=r"^prior variance 1e\+0[38] is too large for 'pep_qn' "
+                                         r"with a probit likelihood.*up to 20$"):
+        bnlab.infer(_probit(variance), X, y, method="pep_qn")
+
+
+@pytest.mark.parametrize("variance", [1.0, 20.0])
+def test_pep_qn_on_probit_up_to_its_limit_is_eps_fixed_point(variance):
+    """Up to the limit pep_qn converges to EP's fixed point (its secant B estimates the
+    tilted curvature EP takes exactly), 1e-2 nats apart at most on these points, and
+    lies within ``EP_ERROR`` of the exact evidence."""
+    X, y = _overlapping()
+    qn = bnlab.infer(_probit(variance), X, y, method="pep_qn")
+    ep = bnlab.infer(_probit(variance), X, y, method="ep")
+    assert qn.converged and not qn.diverged
+    assert qn.log_marginal == pytest.approx(ep.log_marginal, abs=1e-2)
+    assert qn.log_marginal == pytest.approx(exact_log_evidence(X, y, variance), abs=EP_ERROR)

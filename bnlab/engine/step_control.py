@@ -105,8 +105,9 @@ class StepControl:
         Laplace, which ascend nothing the engine evaluates): does the plain step from a
         valid mixed proposal change the sites (relatively, in 2-norm) more than the plain
         step from the current state? Its local update reuses the proposal's energy pass,
-        so it costs O(N), and it runs only for a valid mixed proposal. A mixed iterate
-        whose precisions were clipped at 0 (``_mixed``) is worse without the test: the
+        so it costs O(N), and it runs only for a valid mixed proposal. For EP and Power
+        EP, which have no Ψ to guard them (``_searched``), a mixed iterate whose
+        precisions were clipped at 0 (``_mixed``) is worse without the test: the
         clipped sites are not the secant model's point, and the norm, whose floor of 1
         lies far above site precisions of order 1/σ² at a large prior variance σ², does
         not see their loss (probit EP cycled at the iteration cap through such steps,
@@ -122,8 +123,9 @@ class StepControl:
             x = ravel_pytree(proposal.sites)[0]
             return anderson.relative_norm(ravel_pytree(plain)[0] - x, x) > current
 
-        return mix.clipped | batch_axis.cond(mix.extrapolated & ~invalid & ~mix.clipped,
-                                             residual_grew, lambda: jnp.asarray(False))
+        clipped = jnp.asarray(False) if self.method.line_search else mix.clipped
+        return clipped | batch_axis.cond(mix.extrapolated & ~invalid & ~clipped,
+                                         residual_grew, lambda: jnp.asarray(False))
 
     def _next_history(self, state: State, mix, accepted):
         """The Anderson history after the step: the secant pair (x_k, G(x_k) − x_k) of

@@ -66,9 +66,12 @@ def _on_line(start: Marginals, start_residual, sites: Sites, marg: Marginals, t)
 
 def shortened(lik, lik_params, y, start: Marginals, start_sites: Sites, sites: Sites,
               marg: Marginals):
-    """The proposal (``sites``, ``marg``) moved back along the line from ``start`` to the
-    largest t = 2⁻ᵏ that passes Armijo's test; t = 2^−``MAX_HALVINGS`` if none does (Ψ
-    not an ascent direction: no progress, and the run ends at its iteration cap)."""
+    """(sites, marginals, stalled): the proposal (``sites``, ``marg``) moved back along
+    the line from ``start`` to the largest t = 2⁻ᵏ that passes Armijo's test, t =
+    2^−``MAX_HALVINGS`` if none does. The direction m₁ − m₀ = ρC₁∇Ψ(m₀) ascends Ψ in
+    exact arithmetic (C₁ PD), so where Ψ's computed slope along it is not positive, or
+    no t passes, the step is rounding (of ∇Ψ = J − K⁻¹m₀, or of m₁ − m₀, a difference
+    of two solves): ``stalled``, at Ψ's mode to float64's resolution (``search``)."""
     r0 = site_residual(start, start_sites)
     psi0 = psi(lik, lik_params, y, start.mean, r0)
 
@@ -86,16 +89,18 @@ def shortened(lik, lik_params, y, start: Marginals, start_sites: Sites, sites: S
         k, t = carry
         return k + 1, 0.5 * t
 
-    _, t = jax.lax.while_loop(lambda c: (c[0] < MAX_HALVINGS) & short(c[1]), halve,
+    k, t = jax.lax.while_loop(lambda c: (c[0] < MAX_HALVINGS) & short(c[1]), halve,
                               (jnp.asarray(0), jnp.asarray(1.0)))
     new_sites, new_marg, _ = _on_line(start, r0, sites, marg, t)
-    return new_sites, new_marg
+    return new_sites, new_marg, ~(slope > 0) | (k >= MAX_HALVINGS)
 
 
 class Search(NamedTuple):
     """What the line search on Ψ found for one proposal (``search``)."""
     mixed_fell: jnp.ndarray    # a mixed proposal lowers Ψ: it is rejected
     settled: jnp.ndarray       # Ψ rose by less than the convergence test allows
+    stalled: jnp.ndarray = False  # no step along the proposal's line raises Ψ: the
+                               # iterate is Ψ's mode to float64 (``shortened``)
 
 
 def search(lik, lik_params, y, settings, start: Marginals, start_sites: Sites, sites: Sites,
@@ -109,14 +114,21 @@ def search(lik, lik_params, y, settings, start: Marginals, start_sites: Sites, s
     is further than tol (relative) from its limit. The site test alone does not say
     so where the curvature is large: Ψ's gap is about W δ²/2 for a mean δ off the mode,
     and at a Poisson count of 1e12 (W = 1e12) Laplace–Gauss–Newton stopped 0.43 nats
-    short."""
+    short.
+
+    A plain step that no t shortens into an ascent (``Search.stalled``) starts at Ψ's
+    mode to float64's resolution, and the engine reads it as converged: under a large
+    prior variance σ² the step C₁∇Ψ multiplies the rounding of ∇Ψ = J − K⁻¹m by up to
+    σ² (probit Laplace, 30 points, σ² = 1e8: plain steps of 0.12 in a mean of 700,
+    along which Ψ's computed slope was −4.6e-9, shortened to nothing at every
+    iteration, with Ψ constant to 1e-12 at its mode, until the iteration cap)."""
     psi0 = psi(lik, lik_params, y, start.mean, site_residual(start, start_sites))
     psi1 = psi(lik, lik_params, y, marg.mean, site_residual(marg, sites))
     fell = settings.backtrack & falls(psi0, psi1)
     shorten = fell & ~extrapolated & marg.psd & jnp.all(jnp.isfinite(marg.mean))
-    sites, marg = batch_axis.cond(
+    sites, marg, stalled = batch_axis.cond(
         shorten, lambda: shortened(lik, lik_params, y, start, start_sites, sites, marg),
-        lambda: (sites, marg))
+        lambda: (sites, marg, jnp.asarray(False)))
     rise = psi(lik, lik_params, y, marg.mean, site_residual(marg, sites)) - psi0
     settled = ~(rise > settings.rho * settings.tol * (1.0 + jnp.abs(psi0)))
-    return sites, marg, Search(fell & extrapolated, settled)
+    return sites, marg, Search(fell & extrapolated, settled, stalled)

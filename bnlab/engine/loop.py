@@ -280,6 +280,9 @@ class Engine(StepControl):
         change = jnp.where(jnp.all(site_ok),
                            max_relative_change(state.sites, plain, self._prior_scale(params, X)),
                            jnp.inf)
+        # a plain step the line search cannot shorten into an ascent of Ψ starts at Ψ's
+        # mode to float64 (``line_search.search``): no change is left to make
+        change = jnp.where(search.stalled, 0.0, change)
         undamped = undamped_change(change, settings.rho, rho)
         best = self._with_best(state, undamped)
         out = self._next_state(state, proposal, best, verdict,

@@ -57,7 +57,11 @@ test (sᵀr < 0, relative here) applies.
                   J = R∇L̄, H = R B (eq. 53 with the paper's sign; BayesNewton's code
                   uses −B with the opposite sign). −RB is PSD only while −P\\ < αB ≤ 0, which
                   the tilted curvature h/α meets for log-concave likelihoods; elsewhere
-                  B₀ is −0.01·P\\/α.
+                  B₀ is −0.01·P\\/α. Where αB + P\\ is a small share of P\\ (a cavity
+                  variance large against the likelihood's noise) R needs B to more
+                  digits than its secant holds: the likelihood refuses the method
+                  there (``Likelihood.check_method``: Gaussian σ²/σ_n² > 1e4, probit
+                  σ² > 20).
 """
 from __future__ import annotations
 

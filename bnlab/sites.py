@@ -20,10 +20,14 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-__all__ = ["Sites", "Marginals", "site_residual", "half_logdet", "init_sites", "damped_update",
+__all__ = ["Sites", "Marginals", "site_residual", "half_logdet", "init_sites",
+           "initial_precision", "damped_update",
            "heuristic_psd", "min_eigenvalue", "max_relative_change"]
 
 INITIAL_SITE_PRECISION = 0.01
+#: above this prior variance σ² a cold start's site precision is
+#: ``INITIAL_SITE_PRECISION``·(this / σ²) (``initial_precision``)
+INITIAL_PRECISION_PRIOR_LIMIT = 1e20
 #: prior variances up to this size compare site changes to a floor of 1; above it the
 #: floor scales as 1/σ² (``max_relative_change``). Not lower: a smaller floor asks for
 #: site changes finer than the ELBO resolves, and VI's step control, which rejects a
@@ -88,6 +92,17 @@ def init_sites(num_data: int, num_latents: int, precision=INITIAL_SITE_PRECISION
     return Sites(xp.zeros((num_data, num_latents)),
                  xp.broadcast_to(precision * xp.eye(num_latents),
                                  (num_data, num_latents, num_latents)))
+
+
+def initial_precision(prior_variance):
+    """A cold start's site precision for a likelihood without its own: 0.01, and beyond
+    a prior variance σ² of ``INITIAL_PRECISION_PRIOR_LIMIT`` that times limit/σ². Damped
+    sites come down to the prior's scale 1/σ² about ×2 per step, so from 0.01 they
+    need log₂(0.01σ²) steps: 326 at σ² = 1e100, past the default cap of 200 (probit EP
+    stopped there at −51.9 where log p(y) = −7.12). Capped at 60 halvings (1e18),
+    ordinary variances keep their starts. Traceable (``prior_variance`` may be traced)."""
+    return INITIAL_SITE_PRECISION * jnp.minimum(1.0, INITIAL_PRECISION_PRIOR_LIMIT
+                                                / prior_variance)
 
 
 def damped_update(sites: Sites, J, H, mean, rho) -> Sites:

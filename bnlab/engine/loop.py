@@ -84,8 +84,8 @@ from .energies import energy_and_derivatives
 from ..methods.base import LocalInput
 from ..methods.registry import resolve
 from ..posterior import global_update
-from ..sites import (Marginals, Sites, damped_update, init_sites, max_relative_change,
-                    min_eigenvalue, site_residual)
+from ..sites import (Marginals, Sites, damped_update, init_sites, initial_precision,
+                     max_relative_change, min_eigenvalue, site_residual)
 from ..linalg import dense
 from ..linalg.small_blocks import inv_small
 from ..results import Trace
@@ -179,18 +179,25 @@ class Engine(StepControl):
         return values[m.energy], values.get(m.ascends, jnp.asarray(jnp.nan)), derivatives
 
     def init_pure(self, params, X, y, settings, sites=None) -> State:
-        """The state before the first step, at ``sites`` or cold: ``init_sites``, at the
-        likelihood's own site precision where it has one (``Likelihood.
-        initial_site_precision``: a Gaussian's 1/σ_n², so that the first posterior is
-        no worse conditioned than the answer's; from 0.01 at σ² = 1e17 and σ_n² = 1e12
-        with inputs within 1e-3 lengthscales, I + 0.01K was singular to float64 and EP
-        diverged with a NaN energy where the problem itself is well conditioned)."""
+        """The state before the first step, at ``sites`` or ``cold_sites``."""
         prior = self.structure.prepare(self.model, params, X)
         if sites is None:
-            own = self.lik.initial_site_precision(params["likelihood"])
-            sites = init_sites(X.shape[0], self.model.num_latents,
-                               *(() if own is None else (own,)))
+            sites = self.cold_sites(params, X.shape[0])
         return self.start_pure(params, y, settings, prior, sites)
+
+    def cold_sites(self, params, num_data) -> Sites:
+        """A cold start's sites (``init_sites``; traceable), at the likelihood's own site
+        precision where it has one (``Likelihood.initial_site_precision``: a Gaussian's
+        1/σ_n², so that the first posterior is no worse conditioned than the answer's;
+        from 0.01 at σ² = 1e17 and σ_n² = 1e12 with inputs within 1e-3 lengthscales,
+        I + 0.01K was singular to float64 and EP diverged with a NaN energy where the
+        problem itself is well conditioned), else at ``sites.initial_precision`` of the
+        largest prior variance. ``infer`` and every surface point start here."""
+        own = self.lik.initial_site_precision(params["likelihood"])
+        if own is None:
+            own = initial_precision(jnp.max(jnp.stack(
+                [kp["variance"] for kp in params["kernel"]])))
+        return init_sites(num_data, self.model.num_latents, own)
 
     def _prior_scale(self, params, X):
         """The prior variance of each latent at each input, (N, D): the scale at which

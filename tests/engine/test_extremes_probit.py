@@ -57,6 +57,21 @@ def test_ep_at_large_prior_variance_is_close_to_the_exact_evidence(variance):
     assert res.log_marginal == pytest.approx(exact_log_evidence(X, y, variance), abs=EP_ERROR)
 
 
+@pytest.mark.parametrize("variance", [1e100, 1e300])
+def test_ep_at_a_vast_prior_variance_converges_within_the_default_cap(variance):
+    """Cold sites start at 0.01·1e20/σ² beyond σ² = 1e20 (``sites.initial_precision``):
+    from 0.01 they came down ×2 per damped step, log₂(0.01σ²) = 326 steps at 1e100,
+    and EP stopped at the cap of 200 at −47.6 on these 20 points. By σ² = 1e20 the
+    evidence has reached its σ² → ∞ limit to float64, so EP's fixed point is the one at
+    1e20, whose own error here is 0.26 nats."""
+    X, y = _overlapping(20)
+    res = bnlab.infer(_probit(variance), X, y, method="ep")
+    at_limit = bnlab.infer(_probit(1e20), X, y, method="ep")
+    assert res.converged and not res.diverged
+    assert res.log_marginal == pytest.approx(at_limit.log_marginal, abs=1e-8)
+    assert res.log_marginal == pytest.approx(exact_log_evidence(X, y, variance), abs=0.3)
+
+
 @pytest.mark.parametrize("variance", [1e3, 1e8])
 def test_pep_qn_on_probit_is_refused_at_large_prior_variance_naming_it(variance):
     """pep_qn's site precision needs αB + P\\ to more digits than its secant B holds

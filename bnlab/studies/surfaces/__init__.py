@@ -21,7 +21,7 @@ cancel, progress (per batch of blocks) and Dask tasks are the same.
 Warm start (default): the first grid column is walked top to bottom, then every row
 (rows = the *first* grid axis) from its first point: each point starts from the
 converged sites of the point before it in its row, a row's first point from the first
-point of the row above (the very first point starts cold, from ``sites.init_sites``).
+point of the row above (the very first point starts cold, from ``Engine.cold_sites``).
 Warm starting changes the path, not the fixed point, so converged values agree with
 ``bnlab.infer`` to the convergence tolerance; a point whose warm run diverges or stops
 at ``max_iters`` unconverged (a start far from its fixed point: damping halves a site

@@ -101,8 +101,6 @@ def batched_points(engine, extra, names, with_test, alpha_axis):
 
     def solve(thetas, start_nat1, start_prec, use_start, base, X, y, alpha, rho, tol,
               backtrack, accelerate, max_iters, Xs, ys):
-        cold = init_sites(X.shape[0], engine.model.num_latents)
-
         def params(theta):
             return point_params(base, names, theta)
 
@@ -114,6 +112,7 @@ def batched_points(engine, extra, names, with_test, alpha_axis):
             return engine.structure.prepare(engine.model, params(theta), X)
 
         def begin(theta, prior, nat1, prec, warm):
+            cold = engine.cold_sites(params(theta), X.shape[0])
             sites = Sites(jnp.where(warm, nat1, cold.nat1), jnp.where(warm, prec, cold.prec))
             state = engine.start_pure(params(theta), y, settings(theta), prior, sites)
             return state._replace(prior=None)

@@ -54,7 +54,7 @@ def _build_solver(engine, extra, names, length, with_test, alpha_axis):
         params = point_params(base, names, theta)
         settings = Settings(point_alpha(names, theta, alpha) if alpha_axis else alpha, rho, tol,
                             backtrack, accelerate)
-        cold = init_sites(X.shape[0], engine.model.num_latents)
+        cold = engine.cold_sites(params, X.shape[0])
 
         def run(sites):
             return engine.run_pure(params, X, y, settings, max_iters, sites, length)

@@ -4,6 +4,7 @@ f ~ N(0, σ²K) and p(y_i|f_i) = Φ(y_i f_i), p(y) = P(y_i(f_i + ε_i) > 0 ∀i)
 so of D(K + I/σ²)D: computed by Genz's algorithm (scipy), which holds at every σ² and
 tends to the orthant probability of DKD as σ² → ∞."""
 import math
+import re
 
 import numpy as np
 import pytest
@@ -70,6 +71,25 @@ def test_ep_at_a_vast_prior_variance_converges_within_the_default_cap(variance):
     assert res.converged and not res.diverged
     assert res.log_marginal == pytest.approx(at_limit.log_marginal, abs=1e-8)
     assert res.log_marginal == pytest.approx(exact_log_evidence(X, y, variance), abs=0.3)
+
+
+@pytest.mark.parametrize("method", ["vi", "vi_gn"])
+@pytest.mark.parametrize("variance", [1e12, 1e50])
+def test_the_elbo_beyond_its_cubatures_reach_is_refused_naming_the_variance(variance, method):
+    """Gauss–Hermite-20's E_q[log Φ(yf)] misses the wrong-side tail: on these points VI's
+    ELBO was 0.3 nats off 100 nodes' at σ² = 1e12, and at 1e50 it 'converged' at −204.0
+    where the converged values grow by about 0.3 nats per decade of σ² (−13.2 at 1e8,
+    −16.1 at 1e16 with 100 nodes). Refused above 1e10, in infer and at a surface's
+    grid point; EP at the same variance runs."""
+    X, y = _overlapping()
+    refusal = re.escape(f"prior variance {variance:.3g} is too large for '{method}' with a "
+                        f"probit likelihood")
+    with pytest.raises(ValueError, match="^" + refusal):
+        bnlab.infer(_probit(variance), X, y, method=method)
+    with pytest.raises(ValueError, match=re.escape(f"at the grid point lengthscale = 0.5, "
+                                                   f"variance = {variance:g}: ") + refusal):
+        bnlab.surface(_probit(1.0), X, y, methods=[method],
+                      grid={"lengthscale": [0.5, 1.0], "variance": [1.0, variance]})
 
 
 @pytest.mark.parametrize("variance", [1e3, 1e8])

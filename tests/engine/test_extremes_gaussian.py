@@ -32,6 +32,15 @@ def gaussian_log_evidence(X, y, variance, noise, lengthscale=1.0):
             - 0.5 * len(X) * (math.log(s) + math.log(2 * math.pi)))
 
 
+def assert_cells_converged_to(cells, first, second, exact, rel=1e-6):
+    """Every cell of a one-scheme surface over the values ``first`` × ``second``
+    converged to ``exact(a, b)`` within ``rel``."""
+    for i, a in enumerate(first):
+        for j, b in enumerate(second):
+            assert bool(cells["converged"][i, j]), (a, b)
+            assert float(cells["log_marginal"][i, j]) == pytest.approx(exact(a, b), rel=rel)
+
+
 @pytest.mark.parametrize("method, alpha, noises", [("ep", 1.0, NOISES),
                                                    ("pep", 0.5, NOISES[3:])])
 def test_power_ep_is_exact_at_every_noise_and_variance(regression, method, alpha, noises):
@@ -210,11 +219,9 @@ def test_a_surface_checks_its_cells_not_its_base_point(regression):
     noises, variances = [1e-2, 0.1], [1.0, 1e10]
     cells = bnlab.surface(model, X, y, methods=["ep"],
                           grid={"noise": noises, "variance": variances}).sel(scheme="ep")
-    for i, noise in enumerate(noises):
-        for j, variance in enumerate(variances):
-            assert bool(cells["converged"][i, j])
-            assert float(cells["log_marginal"][i, j]) == pytest.approx(
-                gaussian_log_evidence(X, y, variance, noise), rel=1e-6)
+    assert_cells_converged_to(cells, noises, variances,
+                              lambda noise, variance: gaussian_log_evidence(X, y, variance,
+                                                                            noise))
     with pytest.raises(ValueError, match=r"^at the grid point noise = 1e-301, variance = 1: "
                                          r"Gaussian noise 1e-301 against a prior"):
         bnlab.surface(model, X, y, methods=["ep"],

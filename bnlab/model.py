@@ -138,7 +138,7 @@ class GP:
         Nε, so where the smallest eigenvalue of C + rI is within
         ``CONDITIONING_MARGIN``·Nε of zero the factorisation fails or its log
         determinant is decided by rounding (a near-constant correlation, ℓ far beyond
-        the inputs' span, or near-duplicate inputs, with σ²/σ_n² beyond ≈ 1e13/N:
+        the inputs' span, or near-duplicate inputs, with σ²/σ_n² beyond ≈ 4e11/N:
         NaN and 'diverged' before). As λ_min(C) ≥ 0, that needs r below the margin,
         so the N³ eigenvalue test runs only there. The sparse and Markov models factor
         other matrices (K_uu with its jitter, the state-space filter's steps)."""

@@ -83,12 +83,13 @@ def half_logdet(marg: Marginals, sites: Sites):
 
 def init_sites(num_data: int, num_latents: int, precision=INITIAL_SITE_PRECISION,
                xp=jnp) -> Sites:
-    """ν̄ = 0, Λ̄ = ``precision``·I at any prior scale. (Started at the prior's scale
-    instead, EP's sites oscillated without end where the classes overlap at σ² ≥ 1e6,
-    and VI's step control could not damp its first step; from 0.01 they come down to
-    that scale within the iteration cap, judged there by ``max_relative_change``.)
-    ``xp=np`` builds them on the host (outside a trace each jnp operation compiles a
-    program of its own: a cold surface's first sites took ten)."""
+    """ν̄ = 0, Λ̄ = ``precision``·I (a cold start's: ``initial_precision``, above the
+    prior's scale 1/σ². Started at the prior's scale instead, EP's sites oscillated
+    without end where the classes overlap at σ² ≥ 1e6, and VI's step control could not
+    damp its first step; from above they come down to that scale, judged there by
+    ``max_relative_change``.) ``xp=np`` builds them on the host (outside a trace each
+    jnp operation compiles a program of its own: a cold surface's first sites took
+    ten)."""
     return Sites(xp.zeros((num_data, num_latents)),
                  xp.broadcast_to(precision * xp.eye(num_latents),
                                  (num_data, num_latents, num_latents)))

@@ -150,12 +150,14 @@ class Likelihood:
 
     def noise_variance(self, params):
         """The variance of the Gaussian noise added to every latent, where the observation
-        model is that (``GP.check_conditioning``); None by default."""
+        model is that (the ``constant_curvature`` likelihoods), for the refusals that
+        weigh it against the prior (``GP.check_conditioning``, G-KL's
+        ``check_whitened_conditioning``); None by default."""
         return None
 
     def initial_site_precision(self, params):
-        """The site precision a cold start takes (``Engine.init_pure``), or None for
-        ``sites.INITIAL_SITE_PRECISION``."""
+        """The site precision a cold start takes (``Engine.cold_sites``), or None for
+        ``sites.initial_precision`` of the prior variance."""
         return None
 
     def power_ep_site(self, params, y, cavity_mean, cond_var, alpha):

@@ -62,15 +62,21 @@ _SERVERS = {}
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """When a browser test fails, its report shows what its pages logged
-    (``_report_pages``), and its module's lab server writes every thread's Python stack
-    to its log at once, after a line naming the test: what the server was doing while
-    the page waited (a page that never showed its content)."""
+    (``_report_pages``) and the last lines of its module's lab server log (which says
+    "bnlab page shown" for each tab change it received), and the server writes every
+    thread's Python stack to that log at once, after a line naming the test: what the
+    server was doing while the page waited (a page that never showed its content)."""
     report = (yield).get_result()
-    if report.when == "call" and report.failed:
-        _report_pages(item, report)
+    if report.when != "call" or not report.failed:
+        return
+    _report_pages(item, report)
     server = _SERVERS.get(item.module.__name__)
-    if report.when == "call" and report.failed and server and server[0].poll() is None:
-        proc, log_path = server
+    if server is None:
+        return
+    proc, log_path = server
+    lines = log_path.read_text(errors="replace").splitlines()
+    report.sections.append(("the lab server's log, last 40 lines", "\n".join(lines[-40:])))
+    if proc.poll() is None:
         with open(log_path, "a") as log:
             log.write(f"=== {item.name} failed at {time.strftime('%H:%M:%S')}; "
                       f"the server's threads:\n")
@@ -80,17 +86,19 @@ def pytest_runtest_makereport(item, call):
 
 def _report_pages(item, report):
     """Add what each of a failed test's open browser pages logged (console, page errors,
-    the server's last messages, summarised by ``_message_lines``) to its report: a page
-    that never showed its content may have dropped a patch it could not apply
-    ("reference … isn't known"), or never been sent one."""
+    the server's last messages and its own, summarised by ``_message_lines``) to its
+    report: a page that never showed its content may have dropped a patch it could not
+    apply ("reference … isn't known"), or never been sent one."""
     browser = item.funcargs.get("lab_browser")
     for number, page in enumerate(p for c in getattr(browser, "contexts", ()) for p in c.pages):
-        frames = getattr(page, "frames_received", [])
+        frames, sent = getattr(page, "frames_received", []), getattr(page, "frames_sent", [])
         report.sections.append((f"page {number} ({page.url[:120]})", "\n".join(
             ["console:", *getattr(page, "console_log", [])[-40:],
              "errors:", *getattr(page, "console_errors", []),
              f"the last of {len(frames)} WebSocket frames received:",
-             *_message_lines(frames[-60:])])))
+             *_message_lines(frames[-60:]),
+             f"the last of {len(sent)} WebSocket frames sent:",
+             *_message_lines(sent[-30:])])))
 
 
 def _message_lines(frames):

@@ -6,7 +6,10 @@ through its public names (``bnlab.__all__`` followed down; ``tests/test_architec
 """
 import holoviews as hv
 
+from .session_callbacks import install as _route_session_callbacks
+
 hv.extension("bokeh", logo=False)
+_route_session_callbacks()   # no change lost to a worker thread under a hold (see there)
 
 from .app import Lab  # noqa: E402  (after the HoloViews extension it renders with)
 

@@ -27,8 +27,10 @@ def _open(browser, url, viewport=(1500, 1300), **device):
     page.on("console", lambda m: page.console_errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: page.console_errors.append(str(e)))
     page.frames_received = []            # the server's WebSocket messages to this page
-    page.on("websocket", lambda ws: ws.on("framereceived",
-                                          lambda frame: page.frames_received.append(frame)))
+    page.frames_sent = []                # and the page's to the server
+    page.on("websocket", lambda ws: (
+        ws.on("framereceived", lambda frame: page.frames_received.append(frame)),
+        ws.on("framesent", lambda frame: page.frames_sent.append(frame))))
     page.goto(url)
     try:
         page.wait_for_selector(".bn-status b", timeout=LOAD_TIMEOUT)
@@ -81,12 +83,12 @@ def _wait_stopped(page, timeout_s):
 
 
 def _tab(page, name):
-    """Show the page ``name``: click its tab until it is the active one. Three times
-    under load, right after a page opened, a page's content never came (Compare's sweep
-    button, Surfaces' Compute button; the last time the tab was active in the browser
-    and the server idle); a click that did not switch the tab is retried and reported
-    as a warning, one that switched it leaves the wait to the caller. The server's log
-    says "bnlab page shown" for each tab change it received."""
+    """Show the page ``name``: click its tab until it is the active one. A click that
+    did not switch the tab is retried and reported as a warning, one that switched it
+    leaves the wait to the caller. (Under load, about once in a hundred, a page's content
+    never came, the tab active in the browser and the server idle: the change a worker
+    thread queued for it was lost under a hold, ``bnlab.ui.session_callbacks``.) The
+    server's log says "bnlab page shown" for each tab change it received."""
     tab = page.locator(".bk-tab", has_text=name).first
     active = page.locator(".bk-tab.bk-active", has_text=name)
     for attempt in range(3):

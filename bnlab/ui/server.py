@@ -278,26 +278,38 @@ def _ignore_writes_to_closed_pages():
     loop.set_exception_handler(handle)
 
 
-def _close_pages_whose_session_is_gone():
-    """Bokeh's WebSocket ``on_close`` reads its connection's session, which is None once
-    the session was discarded first (a tab closed while its page loaded, or left open
-    past the session's lifetime), and Tornado logged the ``AssertionError`` it raises
-    as an uncaught exception. Such a close now only releases the connection. Applied
-    once per process."""
+def _tolerate_pages_whose_session_is_gone():
+    """Bokeh's WebSocket handler reads its connection's session, which is None once the
+    page's connection was let go of (a tab closed while its page loaded or sent, or left
+    open past the session's lifetime). Its ``on_close`` then raised an
+    ``AssertionError`` that Tornado logged as an uncaught exception, and a message
+    the page had already sent (a plot's new width) was logged as "error handling
+    message" with the same traceback. Such a close now only releases the connection,
+    and such a message is dropped with a line in the log. Applied once per process."""
     from bokeh.server.views.ws import WSHandler
-    original = WSHandler.on_close
-    if getattr(original, "tolerates_gone_sessions", False):
+    original_close, original_handle = WSHandler.on_close, WSHandler._handle
+    if getattr(original_close, "tolerates_gone_sessions", False):
         return
 
+    def gone(handler) -> bool:
+        connection = getattr(handler, "connection", None)
+        return connection is not None and getattr(connection, "_session", True) is None
+
     def on_close(self):
-        connection = getattr(self, "connection", None)
-        if connection is not None and getattr(connection, "_session", True) is None:
+        if gone(self):
             log.info("bnlab: a page's WebSocket closed after its session was discarded")
-            self.application.client_lost(connection)
+            self.application.client_lost(self.connection)
             return
-        original(self)
+        original_close(self)
+
+    async def handle(self, message):
+        if gone(self):
+            log.info("bnlab: a %s from a page whose session is gone was dropped",
+                     message.msgtype)
+            return None
+        return await original_handle(self, message)
     on_close.tolerates_gone_sessions = True
-    WSHandler.on_close = on_close
+    WSHandler.on_close, WSHandler._handle = on_close, handle
 
 
 def _serialise_panels_busy_counter():
@@ -328,7 +340,7 @@ def serve_lab():
     _serialise_panels_busy_counter()
     send_mathjax_only_for_tex()
     _ignore_writes_to_closed_pages()
-    _close_pages_whose_session_is_gone()
+    _tolerate_pages_whose_session_is_gone()
     _keep_session_until_its_page_loads()    # its onload first: the lab's may raise
     lab = Lab()
     lab.follow_url = True

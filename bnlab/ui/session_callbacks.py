@@ -47,11 +47,14 @@ def _on_loop_thread(loop) -> bool:
 def _dispatch(manager: DocumentCallbackManager, event):
     """Hand ``event`` to the document's receivers (the session registers or removes the
     callback with the loop), as Bokeh does for a document not held. A callback that has
-    run or been removed meanwhile is not registered; one the session registered itself
-    (when it was created after the callback was added) is not registered twice."""
+    run or been removed meanwhile is not registered, nor one of a document destroyed
+    meanwhile (its session gone: Bokeh then drops the document's receivers); one the
+    session registered itself (when it was created after the callback was added) is not
+    registered twice."""
     doc = manager._document()
-    if doc is None or (isinstance(event, SessionCallbackAdded)
-                       and event.callback not in manager._session_callbacks):
+    if doc is None or doc.session_context is None or (
+            isinstance(event, SessionCallbackAdded)
+            and event.callback not in manager._session_callbacks):
         return
     try:
         invoke_with_curdoc(doc, lambda: [receive(event) for receive in manager.change_callbacks()])

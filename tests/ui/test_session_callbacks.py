@@ -6,6 +6,7 @@ with it the change the callback carried (a tab's content that never came). Here 
 held events are dropped outright, as the snapshot drops them, and the session must
 still get the callback, on the loop's thread."""
 import asyncio
+import logging
 import threading
 import weakref
 
@@ -86,6 +87,23 @@ def test_a_callback_added_on_the_loop_under_a_hold_reaches_the_session_at_once(s
     loop.add_callback(on_loop)
     assert session.got.wait(10)
     assert seen["added"] == [(seen["callback"], loop_thread)]
+
+
+def test_a_callback_added_as_its_session_ends_is_let_go(served, caplog):
+    """A worker's callback whose document is destroyed (its session discarded) before
+    the loop registers it: nothing is registered, and nothing fails on the loop
+    (Bokeh's destroyed document has no receivers left to ask)."""
+    doc, session, loop, loop_thread = served
+    busy, release, ran = threading.Event(), threading.Event(), threading.Event()
+    loop.add_callback(lambda: (busy.set(), release.wait(10)))   # the loop is busy …
+    assert busy.wait(10)
+    doc.add_next_tick_callback(lambda: None)  # … while a worker adds a callback
+    doc.destroy(session)                      # and the session ends
+    release.set()
+    loop.add_callback(ran.set)
+    with caplog.at_level(logging.ERROR):
+        assert ran.wait(10)
+    assert session.added == [] and caplog.records == []
 
 
 def test_a_document_without_a_server_keeps_bokehs_hold():

@@ -22,13 +22,20 @@ def test_a_page_whose_session_was_discarded_gets_a_new_one_that_works(lab_browse
     assert len(requests) > 10 and _foreign(requests, lab_url) == []
 
 
-def test_a_websocket_closing_after_its_session_was_discarded_only_releases_it():
-    """A page's WebSocket that closes after Bokeh discarded its session (a tab closed
+def test_a_websocket_whose_session_is_gone_is_released_and_its_messages_dropped(caplog):
+    """A page's WebSocket that closes after Bokeh let go of its session (a tab closed
     while loading) made Bokeh's ``on_close`` raise an ``AssertionError`` that Tornado
-    logged as an uncaught exception; the lab's server releases the connection only."""
+    logged as an uncaught exception, and a message the page had sent meanwhile (a plot's
+    new width) was logged as "error handling message" with the same traceback; the
+    lab's server releases the connection and drops the message."""
+    import asyncio
+    import logging
+    from concurrent.futures import ThreadPoolExecutor
     from types import SimpleNamespace
 
+    from bokeh.protocol import Protocol
     from bokeh.server.connection import ServerConnection
+    from bokeh.server.protocol_handler import ProtocolHandler
     from bokeh.server.views.ws import WSHandler
 
     from bnlab.ui import server
@@ -36,19 +43,37 @@ def test_a_websocket_closing_after_its_session_was_discarded_only_releases_it():
     lost = []
 
     def handler():
-        connection = ServerConnection(None, None, None, session)
-        connection.detach_session()                 # what discarding the session does
+        connection = ServerConnection(Protocol(), None, None, session)
+        connection.detach_session()                 # the connection let go of
         return SimpleNamespace(connection=connection, close_code=None, close_reason=None,
-                               application=SimpleNamespace(client_lost=lost.append))
+                               application=SimpleNamespace(client_lost=lost.append),
+                               handler=ProtocolHandler())
 
-    original = WSHandler.on_close
+    request = Protocol().create("PULL-DOC-REQ")     # as a plot's new width, a PATCH-DOC
+
+    def run(coroutine):         # on a thread of its own: Playwright may run a loop here
+        with ThreadPoolExecutor(1) as thread:
+            return thread.submit(asyncio.run, coroutine).result()
+
+    def errors_logged(call):
+        caplog.clear()
+        with caplog.at_level(logging.INFO):
+            result = call()
+        return result, [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+
+    original_close, original_handle = WSHandler.on_close, WSHandler._handle
     try:
-        if not getattr(original, "tolerates_gone_sessions", False):
+        if not getattr(original_close, "tolerates_gone_sessions", False):
             with pytest.raises(AssertionError):
-                original(handler())
-        server._close_pages_whose_session_is_gone()
+                original_close(handler())
+            _, errors = errors_logged(lambda: run(original_handle(handler(), request)))
+            assert any("error handling message" in e for e in errors)
+        server._tolerate_pages_whose_session_is_gone()
         gone = handler()
         WSHandler.on_close(gone)
         assert lost == [gone.connection]
+        work, errors = errors_logged(lambda: run(WSHandler._handle(handler(), request)))
+        assert work is None and errors == []
+        assert "PULL-DOC-REQ from a page whose session is gone was dropped" in caplog.text
     finally:
-        WSHandler.on_close = original
+        WSHandler.on_close, WSHandler._handle = original_close, original_handle

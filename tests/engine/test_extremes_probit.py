@@ -116,6 +116,18 @@ def test_pep_qn_on_probit_up_to_its_limit_is_eps_fixed_point(variance):
     assert qn.log_marginal == pytest.approx(exact_log_evidence(X, y, variance), abs=EP_ERROR)
 
 
+@pytest.mark.parametrize("alpha", [0.5, 1e-3])
+def test_pep_qn_at_a_smaller_power_reaches_power_eps_fixed_point_at_the_limit(alpha):
+    """The limit is set by α = 1: at α < 1 αB weighs less against P\, and at σ² = 20
+    pep_qn's energy is that of Power EP with tilted moments in closed form ('pep') to
+    3e-5 nats (α = 0.5) and 3e-8 (α = 1e-3) on six sets of 10–30 points."""
+    X, y = _overlapping()
+    qn = bnlab.infer(_probit(20.0), X, y, method="pep_qn", alpha=alpha)
+    pep = bnlab.infer(_probit(20.0), X, y, method="pep", alpha=alpha)
+    assert qn.converged and not qn.diverged
+    assert qn.log_marginal == pytest.approx(pep.log_marginal, abs=1e-4)
+
+
 def laplace_by_scipy(X, y, variance):
     """Laplace's log q(y) = Ψ(f̂) − ½ log|I + W½KW½| (R&W eq. 3.32) with Ψ's mode found
     by scipy's trust-region Newton in whitened coordinates f = La, LLᵀ = K (from K's

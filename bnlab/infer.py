@@ -85,13 +85,16 @@ def validate_data(model, X, y, name="X", width=None):
 def check_resolution(model, params, y, method, options=None):
     """The likelihood's checks that float64 resolves ``method``'s energy for these
     targets (``Likelihood.check_energy``; the heuristic fix's energy is its base's, a
-    direct family's its bound's, ``DirectMethod.energy``), a site method's iteration
-    at this prior variance (``Likelihood.check_method``) and a direct family's own
+    direct family's its bound's, ``DirectMethod.energy``), the method at this prior
+    variance (``Likelihood.check_method``: a site method's iteration, and the energy's
+    cubature, which G-KL's bound shares with VI's ELBO) and a direct family's own
     (``DirectMethod.check``, given its ``options``)."""
     lik_params, y = params["likelihood"], np.asarray(y)
     if method in DIRECT:
         if DIRECT[method].energy is not None:
             model.likelihood.check_energy(lik_params, y, DIRECT[method].energy)
+            model.likelihood.check_method(lik_params, model.largest_prior_variance(params), y,
+                                          DIRECT[method])
         if DIRECT[method].check is not None:
             DIRECT[method].check(model, params, dict(options or {}))
         return

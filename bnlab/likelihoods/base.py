@@ -145,8 +145,10 @@ class Likelihood:
         ``Method.energy`` kind) for these targets; nothing by default."""
 
     def check_method(self, params, prior_variance, y, method):
-        """ValueError where float64 cannot resolve the iteration of ``method`` (a
-        ``Method`` record) at this prior variance; nothing by default."""
+        """ValueError where float64 cannot resolve the iteration or the energy of
+        ``method`` (a ``Method`` record, or a direct family's ``DirectMethod``, whose
+        ``energy`` and ``name`` it reads alike) at this prior variance; nothing by
+        default."""
 
     def noise_variance(self, params):
         """The variance of the Gaussian noise added to every latent, where the observation

@@ -32,3 +32,7 @@ class DirectMethod:
     energy: str | None = None      # the ``Method.energy`` kind of its bound ("vfe": an
                                    # ELBO), for ``Likelihood.check_energy``
     check: Callable[..., None] | None = None
+
+    #: no site precision from a secant: the refusals for ``Method.secant_cavity`` never
+    #: apply (``Likelihood.check_method`` reads it of any record it is given)
+    secant_cavity = False

@@ -1,7 +1,7 @@
 """G-KL's constrained covariance structures for GP regression at a large prior variance
 against the noise: refused beyond ``WHITENED_MAX_RATIO`` (``check_whitened_conditioning``),
 in ``infer`` and at a surface's grid point; below it, a bound at or below the closed-form
-log p(y) and close to it."""
+log p(y) and close to it. And G-KL on probit classification at a huge prior variance."""
 import sys
 from pathlib import Path
 
@@ -13,6 +13,7 @@ from bnlab.gkl.gp import WHITENED_MAX_RATIO
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
 from test_extremes_gaussian import gaussian_log_evidence  # noqa: E402
+from test_extremes_probit import _overlapping, _probit, exact_log_evidence  # noqa: E402
 
 STRUCTURES = [("banded", {"band": 2}), ("chevron", {"rank": 2}),
               ("factor_analysis", {"rank": 2}), ("subspace", {"rank": 2})]
@@ -64,3 +65,18 @@ def test_within_the_ratio_each_structure_reaches_the_closed_form(regression, cov
     exact = gaussian_log_evidence(X, y, variance, 0.1)
     assert res.converged
     assert exact - 1e-4 <= res.log_marginal <= exact + 1e-9 * abs(exact)
+
+
+def test_probit_beyond_the_elbos_variance_is_refused_and_below_it_a_bound():
+    """G-KL's bound takes E_q[log Φ(yf)] by the same Gauss–Hermite rule as VI's ELBO,
+    blind to the wrong-side tail at a huge variance, and is refused beside it
+    (``Bernoulli.check_method``): before, at σ² = 1e12 it stopped at −47 812 where
+    log p(y) = −9.33. At σ² = 10 it converges below the exact evidence (Genz's orthant
+    probability), 0.074 nats under it on these ten points."""
+    X, y = _overlapping()
+    with pytest.raises(ValueError, match=r"^prior variance 1e\+12 is too large for 'gkl' with "
+                                         r"a probit likelihood"):
+        bnlab.infer(_probit(1e12), X, y, method="gkl")
+    res = bnlab.infer(_probit(10.0), X, y, method="gkl")
+    exact = exact_log_evidence(X, y, 10.0)
+    assert res.converged and exact - 0.1 < res.log_marginal < exact

@@ -145,7 +145,7 @@ class Bernoulli(Likelihood):
         (log Z is not quadratic, unlike a Gaussian's), is not that accurate: on six
         sets of 10–30 points pep_qn's energy is up to 6e-3 nats from EP's at σ² = 20,
         2e-2 at 30 after up to 160 iterations, and it diverges from σ² = 50. That is at
-        α = 1; a smaller power weighs B less against P\: at σ² = 20 pep_qn is within
+        α = 1; a smaller power weighs B less against P\\: at σ² = 20 pep_qn is within
         3e-5 nats of 'pep' at α = 0.5 and 1e-7 at α = 0.1 and 1e-3 on the same sets,
         so one limit serves every α. The logit link, whose tail is not Gaussian, is
         within 3e-3 of EP at σ² = 50 and is not refused.

@@ -118,7 +118,7 @@ def test_pep_qn_on_probit_up_to_its_limit_is_eps_fixed_point(variance):
 
 @pytest.mark.parametrize("alpha", [0.5, 1e-3])
 def test_pep_qn_at_a_smaller_power_reaches_power_eps_fixed_point_at_the_limit(alpha):
-    """The limit is set by α = 1: at α < 1 αB weighs less against P\, and at σ² = 20
+    """The limit is set by α = 1: at α < 1 αB weighs less against P\\, and at σ² = 20
     pep_qn's energy is that of Power EP with tilted moments in closed form ('pep') to
     3e-5 nats (α = 0.5) and 3e-8 (α = 1e-3) on six sets of 10–30 points."""
     X, y = _overlapping()

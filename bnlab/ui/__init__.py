@@ -6,10 +6,12 @@ through its public names (``bnlab.__all__`` followed down; ``tests/test_architec
 """
 import holoviews as hv
 
+from .queued_writes import install as _send_every_queued_write
 from .session_callbacks import install as _route_session_callbacks
 
 hv.extension("bokeh", logo=False)
 _route_session_callbacks()   # no change lost to a worker thread under a hold (see there)
+_send_every_queued_write()   # no message left in Panel's write queue (see there)
 
 from .app import Lab  # noqa: E402  (after the HoloViews extension it renders with)
 

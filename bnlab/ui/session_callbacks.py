@@ -10,10 +10,9 @@ a snapshot while it patches a new model's stylesheets. Panel's worker threads
 (``nthreads``) add such callbacks all the time: every widget or layout changed from a
 callback there is changed by one (``Reactive._apply_update``), and so is every plot of
 the lab (``pn.state.execute``). One appended between the two steps, or under the
-snapshot, is lost: its change never runs, and the page never gets it. In the lab that
-was a tab whose content never came (Tabs are ``dynamic``: the server sends a page's
-content when its tab is clicked), about once in a hundred tab openings under load, with
-the server idle and the page showing no error.
+snapshot, is lost: its change never runs, and the page never gets it, with the server
+idle and no error anywhere (a tab's content that never came had this look; the cause
+found for it was another race, ``queued_writes``).
 
 ``install`` makes that event, and ``SessionCallbackRemoved``, go to the session at once,
 never into the held events, and from a worker thread by way of ``IOLoop.add_callback``,

@@ -86,8 +86,8 @@ def _tab(page, name):
     """Show the page ``name``: click its tab until it is the active one. A click that
     did not switch the tab is retried and reported as a warning, one that switched it
     leaves the wait to the caller. (Under load, about once in a hundred, a page's content
-    never came, the tab active in the browser and the server idle: the change a worker
-    thread queued for it was lost under a hold, ``bnlab.ui.session_callbacks``.) The
+    never came, the tab active in the browser and the server idle: Panel left the Tabs
+    patch in its write queue, ``bnlab.ui.queued_writes``.) The
     server's log says "bnlab page shown" for each tab change it received."""
     tab = page.locator(".bk-tab", has_text=name).first
     active = page.locator(".bk-tab.bk-active", has_text=name)

@@ -144,13 +144,10 @@ class GP:
         the inputs' span, or near-duplicate inputs, with σ²/σ_n² beyond ≈ 4e11/N:
         NaN and 'diverged' before). As λ_min(C) ≥ 0, that needs r below the margin,
         so the N³ eigenvalue test runs only there. The sparse and Markov models factor
-        other matrices (K_uu with its jitter, the state-space filter's steps); the
-        sparse model's relative jitter bounds K_uu's condition number, and at σ_n² =
-        1e-14 and ℓ far beyond the inputs its EP and VI are FITC's evidence and
-        Titsias' bound in 60-digit arithmetic to 1e-6 relative
-        (tests/sparse_gp/test_sparse_extremes.py)."""
+        other matrices and have their own rules (``SparseGP.check_conditioning``,
+        ``MarkovGP.check_conditioning``)."""
         noise = self.likelihood.noise_variance(params["likelihood"])
-        if noise is None or self.structure != "full":
+        if noise is None:
             return
         floor = CONDITIONING_MARGIN * len(X) * np.finfo(float).eps
         variance = self.largest_prior_variance(params)
@@ -272,6 +269,13 @@ class SparseGP(GP):
         given = None if self.inducing is None else hashlib.sha1(self.inducing.tobytes()).hexdigest()
         return super().structure_key() + (self.num_inducing, self.inducing_init, self.seed,
                                           self.posterior, self.block_size, given)
+
+    def check_conditioning(self, params, X):
+        """Nothing to refuse: the sparse model factors K_uu with a relative jitter
+        (``posterior.sparse.JITTER``), which bounds its condition number, not I + K/σ_n²;
+        at σ_n² = 1e-14 with ℓ far beyond the inputs (refused for the full GP) its EP
+        and VI are FITC's evidence and Titsias' bound in 60-digit arithmetic to 1e-6
+        relative (tests/sparse_gp/test_sparse_extremes.py)."""
 
     def __repr__(self):
         return (f"SparseGP(kernel={self.kernels}, likelihood={self.likelihood!r}, "

@@ -2,9 +2,9 @@
 document reaches the session (``bnlab.ui.session_callbacks``). Bokeh kept its
 ``SessionCallbackAdded`` event among the held events, which the loop reads and replaces
 in two steps and Panel restores from a snapshot: one appended in between was lost, and
-with it the change the callback carried. Here the
-held events are dropped outright, as the snapshot drops them, and the session must
-still get the callback, on the loop's thread."""
+with it the change the callback carried. Here the held events are dropped outright, as
+the snapshot drops them, and the session must still get the callback, on the loop's
+thread."""
 import asyncio
 import logging
 import threading

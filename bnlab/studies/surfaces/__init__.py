@@ -47,6 +47,7 @@ import jax
 import numpy as np
 import xarray as xr
 
+from ..._runtime import xarray_dask_type
 from ...engine.loop import get_engine
 from ...infer import check_resolution, prepare_problem, validate_data, validate_settings
 from ...methods.registry import DIRECT, REGISTRY, check_method_name, takes_alpha
@@ -58,6 +59,8 @@ from .blocks import ThreadPool, default_workers, plan_blocks
 from .layers import gather, run_direct, run_mcmc
 from .site_runs import (BATCHINGS, SiteRun, SiteRunSpec, blocks_per_batch, open_store,
                         resolve_batching, run_site_blocks, site_solver)
+
+xarray_dask_type.install()      # a surface's Dataset does not import dask.array
 
 __all__ = ["surface", "grid_axes", "point_params", "BATCHINGS"]
 

@@ -3,7 +3,8 @@
 JAX reports each stage of making a program through ``jax.monitoring``: tracing to a
 jaxpr, lowering to an MLIR module, and the backend step, which either loads the
 executable from the persistent compilation cache (a ``cache_hits`` event just before
-it) or runs XLA's compiler. ``CompileLog`` listens to those events while it is active,
+it) or runs XLA's compiler; bnlab reports loading a stored executable
+(``executables``) as a load. ``CompileLog`` listens to those events while it is active,
 so a test can say "this process compiled nothing" and a benchmark can say where the
 seconds of a first run went, without parsing log text.
 """
@@ -20,6 +21,8 @@ _TRACE = "/jax/core/compile/jaxpr_trace_duration"
 _LOWER = "/jax/core/compile/jaxpr_to_mlir_module_duration"
 _BACKEND = "/jax/core/compile/backend_compile_duration"
 _HIT = "/jax/compilation_cache/cache_hits"
+#: ``executables.LOAD_EVENT``: a program's stored executable loaded without lowering
+_EXECUTABLE = "/bnlab/executable_load_duration"
 
 _ACTIVE: list["CompileLog"] = []
 _LOCK = threading.Lock()
@@ -84,6 +87,8 @@ class CompileLog:
             self.traced.append(str(name))
         elif event == _LOWER:
             self.lower_seconds += seconds
+        elif event == _EXECUTABLE:
+            self.programs.append(ProgramEvents(str(name), seconds, True))
         elif event == _BACKEND:
             tid = threading.get_ident()
             loaded = self._pending_hits.get(tid, 0) > 0

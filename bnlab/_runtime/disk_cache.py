@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["CacheWarning", "cache_dir", "make_key", "load", "store", "unsafe_reason", "verify",
+__all__ = ["CacheWarning", "cache_dir", "make_key", "load", "store", "store_newest", "unsafe_reason", "verify",
            "clear"]
 
 #: the field of an entry holding the SHA-256 of the rest (see ``_checksum``)
@@ -213,6 +213,26 @@ def store(kind: str, key: str, arrays: dict) -> bool:
     finally:
         if tmp is not None and os.path.exists(tmp):
             os.remove(tmp)
+
+
+def store_newest(kind: str, key: str, arrays: dict, keep: int) -> bool:
+    """``store``, then remove all but the ``keep`` most recently written entries of
+    ``kind`` (a kind keyed by bnlab's code leaves old entries unused at every edit)."""
+    if not store(kind, key, arrays):
+        return False
+    entries = sorted((cache_dir() / kind).glob("*.npz"), key=_written)
+    for old in entries[:-keep]:
+        old.unlink(missing_ok=True)
+    return True
+
+
+def _written(path) -> float:
+    """When ``path`` was written; 0 if another process removed it since it was listed
+    (processes trim a kind side by side)."""
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return 0.0
 
 
 def _entries():

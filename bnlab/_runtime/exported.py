@@ -6,11 +6,12 @@ only from the lowered module, so every new process still traces and lowers each
 program first: for a surface's block solver that is seconds, more than loading the
 binary and often more than running it. ``call`` exports a program once
 (``jax.export.export``: the StableHLO module, its argument and result trees), stores
-the serialised bytes in bnlab's disk cache (``disk_cache``, kind ``exported``), and runs
-every call, in this process and later ones, as ``jax.jit(exported.call)``: a one-node
-trace and a lowering that inlines the stored module, whose binary the persistent cache
-then supplies. The module is the one ``jax.jit`` would lower, so the results are the
-same bits.
+the serialised bytes in bnlab's disk cache (``disk_cache``, kind ``exported``), and
+compiles ``jax.jit(exported.call)`` for the call's device: a one-node trace and a
+lowering that inlines the stored module, whose binary the persistent cache supplies
+where it has one. That compiled program's executable is stored too (``executables``),
+and a later process loads it without tracing or lowering anything. The module is the
+one ``jax.jit`` would lower, so the results are the same bits.
 
 The key (``program_digest``) holds everything the module depends on: the caller's key
 (its ``repr``, refused where it shows an object's address: only values that describe
@@ -23,8 +24,9 @@ others can write is neither read nor written, and an entry that fails its checks
 does not deserialise is recomputed (``CacheWarning``). Trees may hold bnlab's
 NamedTuples and pytree classes (an engine's state, a Markov prior): they are registered
 with ``jax.export``'s serialisation by module and name (a class's static data as JSON),
-stored with the module, and a new process imports them from bnlab's modules only. Only programs on one device are exported (a
-multi-device module must be called with its shardings), and only calls outside a trace;
+stored with the module, and a new process imports them from bnlab's modules only. Only
+programs on one device are exported (a multi-device module must be called with its
+shardings), and only calls outside a trace;
 the rest, and any program whose trees ``jax.export`` cannot serialise, run as plain
 ``jax.jit``.
 ``BNLAB_EXPORT_CACHE=0`` (or the persistent compilation cache being off) turns it off.
@@ -43,7 +45,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from . import disk_cache
+from . import disk_cache, executables
 from .compiled import CompiledCache
 
 __all__ = ["call", "enabled", "program_digest", "source_digest", "KIND", "MAX_ENTRIES"]
@@ -151,31 +153,61 @@ def call(jitted, key, args, devices=None):
     digest = program_digest(key, args, devices)
     if digest is None:
         return jitted(*args)
-    program = _PROGRAMS.get(digest, lambda: _load_or_export(digest, jitted, args,
-                                                            devices[0].platform))
+    device = devices[0]
+    program = _PROGRAMS.get((digest, device.id),
+                            lambda: _program(digest, jitted, args, device))
     return program(*args)
 
 
-def _load_or_export(digest, jitted, args, platform):
-    """``jax.jit`` of the stored export's ``call``, exporting and storing it first if
-    there is none (or it is damaged); ``jitted`` itself if it cannot be serialised."""
+def _program(digest, jitted, args, device):
+    """The program compiled for ``device``: its stored executable, deserialised; else
+    its stored export (exported and stored first if there is none, or it is damaged)
+    lowered and compiled — XLA's binary from the persistent cache where it is there,
+    else compiled and its executable stored; ``jitted`` itself if it cannot be
+    exported."""
     exported = _load(digest)
     if exported is None:
-        try:
-            exported = jax.export.export(jitted, platforms=(platform,))(*args)
-            classes = _register(_node_classes(exported.in_tree)
-                                | _node_classes(exported.out_tree))
-            data = exported.serialize()
-            # called as a later process will (a deserialised module's results can differ
-            # in weak types, which would change the keys of the programs they feed)
-            exported = jax.export.deserialize(data)
-        except Exception:  # noqa: BLE001 — e.g. a tree export cannot write: run it plain
+        exported = _export(digest, jitted, args, device.platform)
+        if exported is None:
             return jitted  # (an error of the program itself is raised again by that call)
-        _store(digest, data, classes)
+    else:
+        compiled = executables.load(digest, device, args, exported.out_tree)
+        if compiled is not None:
+            return compiled
 
     def exported_program(*a):
         return exported.call(*a)
-    return jax.jit(exported_program)
+    placed = jax.tree_util.tree_map(lambda leaf: _on_device(leaf, device), args)
+    hits = executables.cache_hits()
+    compiled = jax.jit(exported_program).lower(*placed).compile()
+    if executables.cache_hits() == hits:        # compiled here, not loaded from the cache
+        executables.store(digest, device, compiled, MAX_ENTRIES)
+    return compiled
+
+
+def _export(digest, jitted, args, platform):
+    """``jitted``'s export for ``args``, stored, and read back as a later process will
+    (a deserialised module's results can differ in weak types, which would change the
+    keys of the programs they feed); None if it cannot be serialised."""
+    try:
+        exported = jax.export.export(jitted, platforms=(platform,))(*args)
+        classes = _register(_node_classes(exported.in_tree)
+                            | _node_classes(exported.out_tree))
+        data = exported.serialize()
+        exported = jax.export.deserialize(data)
+    except Exception:  # noqa: BLE001 — e.g. a tree export cannot write: run it plain
+        return None
+    disk_cache.store_newest(KIND, digest, {"module": np.frombuffer(bytes(data), np.uint8),
+                          "classes": np.frombuffer(" ".join(classes).encode(), np.uint8)},
+                            MAX_ENTRIES)
+    return exported
+
+
+def _on_device(leaf, device):
+    """The abstract value of ``leaf`` (shape, dtype, weak type) placed on ``device``."""
+    aval = jax.typeof(leaf)
+    return jax.ShapeDtypeStruct(aval.shape, aval.dtype, weak_type=aval.weak_type,
+                                sharding=jax.sharding.SingleDeviceSharding(device))
 
 
 def _is_namedtuple(cls) -> bool:
@@ -257,21 +289,3 @@ def _load(digest):
                       f"({type(exc).__name__}: {exc}); exporting it again",
                       disk_cache.CacheWarning, stacklevel=4)
         return None
-
-
-def _store(digest, data, classes):
-    arrays = {"module": np.frombuffer(bytes(data), np.uint8),
-              "classes": np.frombuffer(" ".join(classes).encode(), np.uint8)}
-    if disk_cache.store(KIND, digest, arrays):
-        entries = sorted((disk_cache.cache_dir() / KIND).glob("*.npz"), key=_written)
-        for old in entries[:-MAX_ENTRIES]:
-            old.unlink(missing_ok=True)
-
-
-def _written(path) -> float:
-    """When ``path`` was written; 0 if another process removed it since it was listed
-    (processes trim the directory side by side)."""
-    try:
-        return path.stat().st_mtime
-    except FileNotFoundError:
-        return 0.0

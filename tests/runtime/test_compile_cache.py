@@ -4,8 +4,8 @@ README's example, also in a cache directory chosen for JAX (whose thresholds wou
 only slow programs): a process after it compiles nothing for those, and (in bnlab's own
 directory) a second process running them and a small surface compiles nothing at all (counted from JAX's monitoring
 events by ``bnlab._runtime.compile_log``), the lab's opening run and the surface's three
-block programs tracing nothing but their stored exported programs, the surface giving
-the first process's bits; warmup names an unknown job and refuses a cache that is off.
+block programs loaded as stored executables, neither traced nor lowered, the surface
+giving the first process's bits; warmup names an unknown job and refuses a cache that is off.
 And an inference compiles its engine's programs only, no eager
 operation one by one."""
 import json
@@ -46,6 +46,7 @@ def _script(*works) -> str:
     return ("import json\nfrom bnlab._runtime.compile_log import CompileLog\n"
             "logs, values = {}, {}\n" + "".join(works) +
             'print(json.dumps({k: {"compiled": v.compiled, "loaded": len(v.loaded), '
+            '"executables": v.loaded.count("stored_executable"), '
             '"traced": v.traced, "values": values.get(k)} for k, v in logs.items()}))\n')
 
 
@@ -82,12 +83,13 @@ def test_after_warmup_and_in_a_second_process_nothing_compiles(tmp_path):
         assert log["compiled"] == [], f"{work}: compiled again in a second process: {log}"
         assert log["loaded"] > 0, f"{work}: loaded nothing from the cache: {log}"
     # the lab's opening run (its engine's init and step, the band's predictions and
-    # predictive moments) and the surface's block programs come from stored exports: a
-    # second process traces none of them (the surface: only JAX's one-operation staging
-    # of a scalar besides), and the surface has the first process's bits
-    assert set(second["lab"]["traced"]) <= {"exported_program"}, second["lab"]
-    assert set(second["surface"]["traced"]) <= {"exported_program", "stage"}, second
-    assert second["surface"]["traced"].count("exported_program") == 3, second["surface"]
+    # predictive moments) and the surface's block programs are stored executables: a
+    # second process neither traces nor lowers any of them (the surface: only JAX's
+    # one-operation staging of a scalar besides), and the surface has the first
+    # process's bits
+    assert second["lab"]["traced"] == [], second["lab"]
+    assert second["surface"]["traced"] == ["stage"], second["surface"]
+    assert second["surface"]["executables"] == 3, second["surface"]
     assert second["surface"]["values"] == first["surface"]["values"]
 
 

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import jax
@@ -15,7 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bnlab._runtime import disk_cache, exported
+from bnlab._runtime import disk_cache, executables, exported
+from bnlab._runtime.compile_log import CompileLog
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,7 +48,8 @@ def run():
 
 with CompileLog() as log:
     out = {"values": run()}
-out.update(traced=log.traced, compiled=log.compiled)
+out.update(traced=log.traced, compiled=log.compiled,
+           executables=log.loaded.count("stored_executable"))
 if sys.argv[1] == "second":
     os.environ["BNLAB_EXPORT_CACHE"] = "0"
     out["plain"] = run()
@@ -88,7 +91,8 @@ def run():
 
 with CompileLog() as log:
     out = {"values": run()}
-out.update(traced=log.traced, compiled=log.compiled)
+out.update(traced=log.traced, compiled=log.compiled,
+           executables=log.loaded.count("stored_executable"))
 if sys.argv[1] == "second":
     os.environ["BNLAB_EXPORT_CACHE"] = "0"
     with CompileLog() as log:
@@ -119,10 +123,10 @@ def test_a_second_process_runs_solvers_and_engines_untraced_with_the_same_bits(t
     assert set(PROGRAMS) <= set(first["traced"]) and first["compiled"], first
     assert len(list((tmp_path / "exported").glob("*.npz"))) == STORED
     second = _process("second", tmp_path)
-    # not traced again, and nothing compiled (the wrapper's binary comes from the
-    # persistent cache)
+    # neither traced nor lowered again, and nothing compiled: the stored executables
     assert not set(PROGRAMS) & set(second["traced"]), second["traced"]
-    assert "exported_program" in second["traced"] and second["compiled"] == [], second
+    assert "exported_program" not in second["traced"] and second["compiled"] == [], second
+    assert second["executables"] == STORED, second
     for k, v in first["values"].items():
         np.testing.assert_array_equal(second["values"][k], v, err_msg=k)
         np.testing.assert_array_equal(second["plain"][k], v, err_msg=k)
@@ -147,7 +151,8 @@ def test_a_second_process_runs_vmap_gkl_and_mcmc_programs_untraced_with_the_same
     assert len(list((tmp_path / "exported").glob("*.npz"))) == STORED_MORE
     second = _process("second", tmp_path, SCRIPT_MORE)
     assert not set(PROGRAMS_MORE) & set(second["traced"]), second["traced"]
-    assert "exported_program" in second["traced"] and second["compiled"] == [], second
+    assert "exported_program" not in second["traced"] and second["compiled"] == [], second
+    assert second["executables"] == STORED_MORE, second
     # the plain path traces what the stored programs replace (what the test checks)
     assert set(PROGRAMS_MORE) <= set(second["plain_traced"]), second["plain_traced"]
     for k, v in first["values"].items():
@@ -269,5 +274,73 @@ def test_trimming_tolerates_entries_another_process_removed(tmp_path):
     kept = tmp_path / "kept.npz"
     kept.write_bytes(b"x")
     gone = tmp_path / "gone.npz"
-    assert exported._written(gone) == 0.0
-    assert sorted([kept, gone], key=exported._written) == [gone, kept]
+    assert disk_cache._written(gone) == 0.0
+    assert sorted([kept, gone], key=disk_cache._written) == [gone, kept]
+
+
+def _unique_program(offset):
+    """A jitted program no earlier run left in JAX's persistent cache (``offset`` is
+    baked into it), and how often it was traced."""
+    traces = []
+
+    def f(tree, n):
+        traces.append(1)
+        return jax.lax.fori_loop(0, n, lambda i, a: a * 0.5 + jnp.sin(a), tree["x"]) + offset
+    return jax.jit(f), traces
+
+
+@pytest.fixture
+def every_program_kept():
+    """JAX's persistent cache keeps small programs too (the suite's keeps slow ones)."""
+    name = "jax_persistent_cache_min_compile_time_secs"
+    before = getattr(jax.config, name)
+    jax.config.update(name, 0.0)
+    yield
+    jax.config.update(name, before)
+
+
+def test_an_executable_is_stored_when_compiled_and_loaded_with_the_same_bits(
+        cache, every_program_kept):
+    offset = float(np.random.default_rng().integers(1, 2 ** 40))
+    jitted, traces = _unique_program(offset)
+    want = np.asarray(jitted(*ARGS))
+    assert np.array_equal(np.asarray(_call(jitted)), want)
+    [entry] = sorted((cache / executables.KIND).glob("*.npz"))
+    exported._PROGRAMS.clear()                      # as in a new process
+    traces.clear()
+    with CompileLog() as log:
+        got = np.asarray(_call(jitted))
+    assert traces == [] and log.traced == [] and log.loaded == ["stored_executable"]
+    assert np.array_equal(got, want)
+    # a program JAX's persistent cache supplied is not stored (re-serialised, a loaded
+    # XLA:CPU executable lacks its kernels' code): the export is lowered, nothing written
+    entry.unlink()
+    exported._PROGRAMS.clear()
+    jax.clear_caches()
+    with CompileLog() as log:
+        again = np.asarray(_call(jitted))
+    assert log.compiled == [] and "exported_program" in log.traced
+    assert not list((cache / executables.KIND).glob("*.npz"))
+    assert np.array_equal(again, want)
+
+
+@pytest.mark.parametrize("damage", ["bytes", "payload"])
+def test_a_damaged_or_foreign_executable_is_compiled_again(cache, damage):
+    offset = float(np.random.default_rng().integers(1, 2 ** 40))
+    jitted, _ = _unique_program(offset)
+    want = np.asarray(_call(jitted))
+    [entry] = sorted((cache / executables.KIND).glob("*.npz"))
+    if damage == "bytes":                           # fails its checksum
+        raw = bytearray(entry.read_bytes())
+        raw[len(raw) // 2] ^= 0xFF
+        entry.write_bytes(bytes(raw))
+        match = "damaged entry"
+    else:                                           # a valid entry that is no executable
+        disk_cache.store(executables.KIND, entry.stem,
+                         {"executable": np.frombuffer(zlib.compress(b"not a pickle"),
+                                                      np.uint8)})
+        match = "ignoring the stored executable"
+    exported._PROGRAMS.clear()
+    with pytest.warns(disk_cache.CacheWarning, match=match):
+        got = np.asarray(_call(jitted))
+    assert np.array_equal(got, want)

@@ -11,7 +11,8 @@ one inference at the default hyperparameters; ``surface`` a 7 × 7 grid of the m
 alone. Data: ``bnlab.datasets.synthetic_probit`` (probit likelihood, d = 10); the
 Markov GP on its first input. Both processes get one BLAS thread and a private cache.
 ``BNLAB_EXPORT_CACHE=0`` in the environment times them without stored exported
-programs (``bnlab._runtime.exported``: the second process traces and lowers again).
+programs and executables (``bnlab._runtime.exported``: the second process traces and
+lowers again, and takes XLA's binaries from JAX's persistent cache).
 """
 import argparse
 import json

@@ -416,8 +416,8 @@ def build_parser():
     r.add_argument("--workers", type=_int_at_least(1), default=None,
                    help="train/test splits fitted at the same time (default: one per core)")
     r.set_defaults(run=_reproduce)
-    c = sub.add_parser("cache", help="check or empty the disk cache of MCMC results "
-                       "($BNLAB_CACHE_DIR, default ~/.cache/bnlab)")
+    c = sub.add_parser("cache", help="check or empty the disk cache of MCMC results and "
+                       "stored programs ($BNLAB_CACHE_DIR, default ~/.cache/bnlab)")
     c.add_argument("action", choices=("verify", "clear"))
     c.set_defaults(run=_cache)
     w = sub.add_parser("warmup", help="compile the common programs into the persistent "

@@ -12,6 +12,11 @@ and bnlab's code) and the device it was compiled for, and a new process deserial
 straight into a ``Compiled``: the argument tree is the call's own, the result tree the
 stored export's.
 
+Only with jaxlib 0.10 (``TESTED_JAXLIB``), on a CPU: its two traps are handled and
+tested here (``_lapack_ready``, ``cache_hits``), and another version or an accelerator's
+runtime may set up other state while lowering that a deserialised executable would miss;
+there the export is lowered in each new process instead (the binary from JAX's cache).
+
 Trust: the stored bytes are a pickle holding a machine-code binary, which runs as soon
 as it is called, as the persistent cache's binaries do. Entries follow the disk cache's
 trust model (``disk_cache``: a directory that another user owns or that group or others
@@ -33,9 +38,11 @@ from jaxlib import lapack
 
 from . import disk_cache
 
-__all__ = ["load", "store", "cache_hits", "KIND", "LOAD_EVENT"]
+__all__ = ["load", "store", "cache_hits", "KIND", "LOAD_EVENT", "TESTED_JAXLIB"]
 
 KIND = "executable"
+#: the jaxlib (major, minor) whose executables are stored and loaded
+TESTED_JAXLIB = (0, 10)
 #: reported to ``jax.monitoring`` with a load's seconds (``compile_log`` counts it as a
 #: program loaded from the persistent cache)
 LOAD_EVENT = "/bnlab/executable_load_duration"
@@ -72,22 +79,28 @@ def cache_hits() -> int:
     return getattr(_THREAD, "hits", 0)
 
 
+def _usable(device) -> bool:
+    """Executables are stored and loaded on a CPU with the tested jaxlib only."""
+    version = tuple(int(part) for part in jax.lib.__version__.split(".")[:2])
+    return device.platform == "cpu" and version == TESTED_JAXLIB
+
+
 def _key(digest: str, device) -> str:
     return f"{digest}-{device.platform}{device.id}"
 
 
 def load(digest: str, device, args, out_tree):
-    """The stored executable of program ``digest`` on ``device`` (a CPU) as a
-    ``Compiled`` taking ``args``' tree, returning ``out_tree``; None if there is none or
-    it does not deserialise."""
-    if device.platform != "cpu":
+    """The stored executable of program ``digest`` on ``device`` as a ``Compiled``
+    taking ``args``' tree, returning ``out_tree``; None if there is none, it does not
+    deserialise, or the device or jaxlib is not the tested one (``TESTED_JAXLIB``)."""
+    if not _usable(device):
         return None
     start = time.perf_counter()
     arrays = disk_cache.load(KIND, _key(digest, device))
     if arrays is None:
         return None
-    _lapack_ready()
     try:
+        _lapack_ready()
         payload = arrays["executable"]
         if payload.dtype != np.uint8 or payload.ndim != 1:
             raise ValueError("no serialised executable")
@@ -109,9 +122,9 @@ def store(digest: str, device, compiled, keep: int) -> bool:
     """Store ``compiled`` (program ``digest`` on ``device``, compiled by XLA in this
     process: see ``cache_hits``), keeping the ``keep`` newest
     executables; False where JAX cannot serialise it (a program with closed-over
-    constants) or the directory cannot be written; only CPU executables are stored
-    (on an accelerator, runtime libraries JAX sets up while lowering are untested)."""
-    if device.platform != "cpu":
+    constants), the directory cannot be written, or the device or jaxlib is not the
+    tested one (``TESTED_JAXLIB``)."""
+    if not _usable(device):
         return False
     try:
         payload, _, _ = serialize_executable.serialize(compiled)

@@ -344,3 +344,20 @@ def test_a_damaged_or_foreign_executable_is_compiled_again(cache, damage):
     with pytest.warns(disk_cache.CacheWarning, match=match):
         got = np.asarray(_call(jitted))
     assert np.array_equal(got, want)
+
+
+def test_another_jaxlib_lowers_the_stored_export_and_stores_no_executable(
+        cache, monkeypatch):
+    monkeypatch.setattr(executables, "TESTED_JAXLIB", (0, 0))
+    offset = float(np.random.default_rng().integers(1, 2 ** 40))
+    jitted, traces = _unique_program(offset)
+    want = np.asarray(jitted(*ARGS))
+    assert np.array_equal(np.asarray(_call(jitted)), want)
+    exported._PROGRAMS.clear()
+    traces.clear()
+    with CompileLog() as log:
+        again = np.asarray(_call(jitted))
+    assert traces == [] and "exported_program" in log.traced    # the export, lowered
+    assert not (cache / executables.KIND).exists()
+    assert len(list((cache / exported.KIND).glob("*.npz"))) == 1
+    assert np.array_equal(again, want)

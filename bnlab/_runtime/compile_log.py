@@ -15,14 +15,16 @@ from dataclasses import dataclass, field
 
 import jax
 
-__all__ = ["CompileLog", "ProgramEvents"]
+__all__ = ["CompileLog", "ProgramEvents", "CACHE_HIT_EVENT", "EXECUTABLE_LOAD_EVENT"]
 
 _TRACE = "/jax/core/compile/jaxpr_trace_duration"
 _LOWER = "/jax/core/compile/jaxpr_to_mlir_module_duration"
 _BACKEND = "/jax/core/compile/backend_compile_duration"
 _HIT = "/jax/compilation_cache/cache_hits"
-#: ``executables.LOAD_EVENT``: a program's stored executable loaded without lowering
-_EXECUTABLE = "/bnlab/executable_load_duration"
+#: bnlab's own event: a program's stored executable loaded (``executables``), with its
+#: seconds; counted as a load from the persistent cache
+EXECUTABLE_LOAD_EVENT = "/bnlab/executable_load_duration"
+CACHE_HIT_EVENT = _HIT
 
 _ACTIVE: list["CompileLog"] = []
 _LOCK = threading.Lock()
@@ -87,7 +89,7 @@ class CompileLog:
             self.traced.append(str(name))
         elif event == _LOWER:
             self.lower_seconds += seconds
-        elif event == _EXECUTABLE:
+        elif event == EXECUTABLE_LOAD_EVENT:
             self.programs.append(ProgramEvents(str(name), seconds, True))
         elif event == _BACKEND:
             tid = threading.get_ident()

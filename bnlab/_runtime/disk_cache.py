@@ -36,8 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["CacheWarning", "cache_dir", "make_key", "load", "store", "store_newest", "unsafe_reason", "verify",
-           "clear"]
+__all__ = ["CacheWarning", "cache_dir", "make_key", "load", "store", "store_newest",
+           "unsafe_reason", "verify", "clear"]
 
 #: the field of an entry holding the SHA-256 of the rest (see ``_checksum``)
 CHECKSUM = "__sha256__"

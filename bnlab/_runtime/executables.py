@@ -3,8 +3,7 @@ new process loads a program without lowering it at all.
 
 Calling a stored ``jax.export`` module through ``jax.jit`` still lowers a wrapper in
 every new process, and JAX's persistent cache then serialises and hashes that module to
-find the binary, reads and decompresses it: together about twice what XLA's loading
-of the binary itself takes (a surface's block solver: 0.15–0.25 s against 0.09–0.14).
+find the binary, reads and decompresses it, all before XLA loads the binary itself.
 Here the binary is stored as JAX serialises a ``jax.stages.Compiled``
 (``jax.experimental.serialize_executable``), zlib-compressed, under the program's key
 (``exported.program_digest``, which names JAX's and jaxlib's versions, the platform
@@ -37,15 +36,14 @@ from jax.experimental import serialize_executable
 from jaxlib import lapack
 
 from . import disk_cache
+from .compile_log import CACHE_HIT_EVENT, EXECUTABLE_LOAD_EVENT
 
-__all__ = ["load", "store", "cache_hits", "KIND", "LOAD_EVENT", "TESTED_JAXLIB"]
+__all__ = ["load", "store", "cache_hits", "KIND", "TESTED_JAXLIB"]
 
 KIND = "executable"
 #: the jaxlib (major, minor) whose executables are stored and loaded
 TESTED_JAXLIB = (0, 10)
-#: reported to ``jax.monitoring`` with a load's seconds (``compile_log`` counts it as a
-#: program loaded from the persistent cache)
-LOAD_EVENT = "/bnlab/executable_load_duration"
+_JAXLIB = tuple(int(part) for part in jax.lib.__version__.split(".")[:2])
 
 
 def _lapack_ready():
@@ -55,14 +53,13 @@ def _lapack_ready():
     lapack.prepare_lapack_call("potrf", np.dtype(np.float64))
 
 
-_HIT = "/jax/compilation_cache/cache_hits"
 _THREAD = threading.local()
 _LISTENING = threading.Lock()
 _listening = False
 
 
 def _count_hit(event, **_):
-    if event == _HIT:                # reported in the thread whose compile it serves
+    if event == CACHE_HIT_EVENT:     # reported in the thread whose compile it serves
         _THREAD.hits = getattr(_THREAD, "hits", 0) + 1
 
 
@@ -81,8 +78,7 @@ def cache_hits() -> int:
 
 def _usable(device) -> bool:
     """Executables are stored and loaded on a CPU with the tested jaxlib only."""
-    version = tuple(int(part) for part in jax.lib.__version__.split(".")[:2])
-    return device.platform == "cpu" and version == TESTED_JAXLIB
+    return device.platform == "cpu" and _JAXLIB == TESTED_JAXLIB
 
 
 def _key(digest: str, device) -> str:
@@ -113,15 +109,15 @@ def load(digest: str, device, args, out_tree):
                       f"({type(exc).__name__}: {exc}); compiling it again",
                       disk_cache.CacheWarning, stacklevel=4)
         return None
-    jax.monitoring.record_event_duration_secs(LOAD_EVENT, time.perf_counter() - start,
+    jax.monitoring.record_event_duration_secs(EXECUTABLE_LOAD_EVENT,
+                                              time.perf_counter() - start,
                                               fun_name="stored_executable")
     return compiled
 
 
 def store(digest: str, device, compiled, keep: int) -> bool:
     """Store ``compiled`` (program ``digest`` on ``device``, compiled by XLA in this
-    process: see ``cache_hits``), keeping the ``keep`` newest
-    executables; False where JAX cannot serialise it (a program with closed-over
+    process: see ``cache_hits``), keeping the ``keep`` newest executables; False where JAX cannot serialise it (a program with closed-over
     constants), the directory cannot be written, or the device or jaxlib is not the
     tested one (``TESTED_JAXLIB``)."""
     if not _usable(device):

@@ -197,9 +197,9 @@ def _export(digest, jitted, args, platform):
         exported = jax.export.deserialize(data)
     except Exception:  # noqa: BLE001 — e.g. a tree export cannot write: run it plain
         return None
-    disk_cache.store_newest(KIND, digest, {"module": np.frombuffer(bytes(data), np.uint8),
-                          "classes": np.frombuffer(" ".join(classes).encode(), np.uint8)},
-                            MAX_ENTRIES)
+    arrays = {"module": np.frombuffer(bytes(data), np.uint8),
+              "classes": np.frombuffer(" ".join(classes).encode(), np.uint8)}
+    disk_cache.store_newest(KIND, digest, arrays, MAX_ENTRIES)
     return exported
 
 

@@ -2,8 +2,8 @@
 
 Every xarray Variable built from data asks whether the data is a dask array
 (``isinstance(data, array_type("dask"))``), and xarray answers by importing
-``dask.array`` the first time, whatever the data: a third of a second, in a new process
-as long as a small surface's whole warm run takes a tenth of. No object can be a dask
+``dask.array`` the first time, whatever the data: one of the largest imports of a new
+process's first surface (benchmarks/README.md, First run). No object can be a dask
 array while ``dask.array`` has not been imported (its class is defined there), so
 ``install`` gives xarray an entry for dask whose array type is empty until then, and
 is xarray's own answer from then on (a Dask cluster surface, or a user's dask array,

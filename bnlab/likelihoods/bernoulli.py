@@ -153,11 +153,11 @@ class Bernoulli(Likelihood):
         Probit, too: refuses the methods whose energy is the ELBO (G-KL's bound
         included) above a prior variance of ``PROBIT_ELBO_MAX_VARIANCE``. Their
         E_q[log Φ(yf)] is a Gauss–Hermite sum, blind beyond its outermost node to the
-        wrong-side tail, where log Φ(yf) ≈ −f²/2 grows with the scale of q; on ten overlapping points VI's converged ELBO with 20
-        nodes against 100 differed by 4e-3 nats at σ² = 1e4, 1.2e-2 at 1e8, 0.3 at 1e12
-        and 36 at 1e16 (20 nodes unconverged after 8000 iterations), and at 1e50 20
-        nodes 'converged' at −204.0 (100 nodes: −16.1 at 1e16). The logit link was not
-        measured."""
+        wrong-side tail, where log Φ(yf) ≈ −f²/2 grows with the scale of q; on ten
+        overlapping points VI's converged ELBO with 20 nodes against 100 differed by
+        4e-3 nats at σ² = 1e4, 1.2e-2 at 1e8, 0.3 at 1e12 and 36 at 1e16 (20 nodes
+        unconverged after 8000 iterations), and at 1e50 20 nodes 'converged' at −204.0
+        (100 nodes: −16.1 at 1e16). The logit link was not measured."""
         if self.link != "probit":
             return
         if method.energy == "vfe" and prior_variance > PROBIT_ELBO_MAX_VARIANCE:

@@ -27,8 +27,8 @@ print(json.dumps({"deferred": deferred,
                   "type": [t.__name__ for t in array_type("dask")],
                   "chunked": isinstance(chunked["log_marginal"].data, da.Array),
                   "lazy_chunks": [list(c) for c in lazy.chunks],
-                  "same": bool(np.array_equal(chunked["log_marginal"].values, ds["log_marginal"].values,
-                                              equal_nan=True))}))
+                  "same": bool(np.array_equal(chunked["log_marginal"].values,
+                                              ds["log_marginal"].values, equal_nan=True))}))
 """
 
 

@@ -42,7 +42,8 @@ def evidences_60_digits(X, y, Z, noise, lengthscale):
         def log_normal(S):
             L = mpmath.cholesky(S)
             return (-(yv.T * mpmath.lu_solve(S, yv))[0] / 2
-                    - sum(mpmath.log(L[i, i]) for i in range(n)) - n * mpmath.log(2 * mpmath.pi) / 2)
+                    - sum(mpmath.log(L[i, i]) for i in range(n))
+                    - n * mpmath.log(2 * mpmath.pi) / 2)
         rest = [1 - Q[i, i] for i in range(n)]            # K_nn − Q_nn, K_nn = 1
         fitc, collapsed = Q.copy(), Q.copy()
         for i in range(n):
